@@ -1,0 +1,189 @@
+//! The `regolith` binary: initialise a node from a zerostate, import archives, inspect the data directory
+//! and run the node.
+
+mod config;
+mod import;
+mod init;
+mod inspect;
+mod progress;
+mod run;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::{Parser, Subcommand};
+
+use crate::config::DataDir;
+
+#[derive(Parser)]
+#[command(
+    name = "regolith",
+    version,
+    about = "A node core for Tycho-style sharded TVM blockchains"
+)]
+struct Cli {
+    /// The data directory.
+    #[arg(long, global = true, default_value = "data")]
+    data: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create the data directory, node config and global config from a masterchain zerostate.
+    Init {
+        /// The zerostate BOC.
+        #[arg(long)]
+        zerostate: PathBuf,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Import archives into block storage, in order.
+    Import {
+        /// Archive files (zstd-compressed).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+        /// Print the reports as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show what the data directory holds.
+    Inspect {
+        /// Print JSON.
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        what: InspectCommand,
+    },
+    /// Run the node until SIGINT/SIGTERM.
+    Run,
+}
+
+#[derive(Subcommand)]
+enum InspectCommand {
+    /// One block: by id (`wc:prefix:seqno:root:file`) or by masterchain seqno.
+    Block {
+        /// Block id or mc seqno.
+        block: String,
+    },
+    /// The key-block index.
+    KeyBlocks,
+    /// Archives and their state.
+    Archives,
+    /// Blocks per shard, last applied mc block, startup check counts.
+    Summary,
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn main() {
+    init_logging();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = runtime.block_on(execute(cli)) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+/// Opens the block storage for writing, explaining a held lock.
+fn open_storage(config: regolith_storage::StorageConfig) -> Result<regolith_storage::Storage> {
+    let root = config.root_dir.clone();
+    regolith_storage::Storage::open(config).map_err(|e| {
+        if e.to_string().contains("lock") {
+            anyhow::anyhow!(
+                "{e}\n(is a regolith node already running on {}? stop it first)",
+                root.display()
+            )
+        } else {
+            e.into()
+        }
+    })
+}
+
+async fn execute(cli: Cli) -> Result<()> {
+    let data = DataDir::new(cli.data);
+    match cli.command {
+        Command::Init { zerostate, json } => {
+            let report = init::init(&data, &zerostate)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                if report.created {
+                    println!("initialised {}", data.root.display());
+                } else {
+                    println!(
+                        "{} is already initialised with this zerostate",
+                        data.root.display()
+                    );
+                }
+                println!("zerostate id: {}", report.zerostate_id);
+                println!("overlay id:   {}", report.overlay_id);
+            }
+        }
+        Command::Import { files, quiet, json } => {
+            let config = data.load_node_config()?;
+            for file in &files {
+                if !file.is_file() {
+                    bail!("archive {} does not exist or is not a file", file.display());
+                }
+            }
+            let storage = open_storage(config.storage)?;
+            let progress = progress::Progress::new(quiet || json);
+            for file in &files {
+                let report = import::import_archive(&storage, file, &progress).await?;
+                if json {
+                    println!("{}", serde_json::to_string(&report)?);
+                } else if report.blocks_imported == 0 {
+                    println!(
+                        "{}: nothing to do, all {} blocks are already imported (last applied mc block {})",
+                        report.file, report.blocks_in_archive, report.last_mc_seqno
+                    );
+                } else {
+                    println!(
+                        "{}: imported {} blocks ({} already present) in {} ms; last applied mc block {}",
+                        report.file,
+                        report.blocks_imported,
+                        report.blocks_already_present,
+                        report.elapsed_ms,
+                        report.last_mc_seqno
+                    );
+                }
+            }
+        }
+        Command::Inspect { json, what } => {
+            let config = data.load_node_config()?;
+            let storage = inspect::open_for_inspect(config.storage)?;
+            let value = match what {
+                InspectCommand::Block { block } => inspect::block(&storage, &block).await?,
+                InspectCommand::KeyBlocks => inspect::key_blocks(&storage)?,
+                InspectCommand::Archives => inspect::archives(&storage)?,
+                InspectCommand::Summary => inspect::summary(&storage)?,
+            };
+            inspect::print(&value, json);
+        }
+        Command::Run => run::run(&data).await?,
+    }
+    Ok(())
+}

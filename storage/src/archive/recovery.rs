@@ -1,0 +1,172 @@
+//! Archive recovery at startup (storage.md §8.7): temp files, events, stray files, pending commits.
+
+use std::collections::BTreeSet;
+
+use rocksdb::WriteBatch;
+
+use super::{
+    archive_path, event_key, ArchiveShared, EVENT_COMMITTED, EVENT_OVERRIDE_NEXT, EVENT_STARTED,
+    EVENT_TO_COMMIT,
+};
+use crate::db::iter_status;
+use crate::error::{Result, StorageError};
+use crate::tables::{ArchiveBlockIds, ArchiveEventKey, ArchiveEvents, Codec, SeqnoKey};
+
+/// What archive recovery found and did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ArchiveOpenStats {
+    /// Leftover temp files deleted.
+    pub tmp_files_removed: usize,
+    /// Committed archives whose file was missing (forgotten).
+    pub archives_missing: usize,
+    /// Archive files without a commit or pending commit (deleted).
+    pub archive_files_removed: usize,
+    /// Pending commits finished at startup.
+    pub archives_recommitted: usize,
+    /// Known archives after recovery.
+    pub archive_count: usize,
+    /// Smallest archive id.
+    pub archive_min_id: Option<u32>,
+    /// Largest archive id.
+    pub archive_max_id: Option<u32>,
+}
+
+fn parse_archive_file_name(name: &str) -> Option<u32> {
+    let stem = name.strip_suffix(".archive")?;
+    if stem.len() != 10 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+/// With `read_only` the state is loaded and nothing on disk is changed.
+pub(crate) fn recover(shared: &ArchiveShared, read_only: bool) -> Result<ArchiveOpenStats> {
+    let mut stats = ArchiveOpenStats::default();
+    let dir = &shared.dir;
+    let db = &shared.db;
+    let read_dir = |dir: &std::path::Path| -> Result<Vec<std::fs::DirEntry>> {
+        std::fs::read_dir(dir)
+            .and_then(|it| it.collect::<std::io::Result<Vec<_>>>())
+            .map_err(StorageError::io(format!("listing {}", dir.display())))
+    };
+
+    // 1. Leftover temp files.
+    for entry in read_dir(dir)? {
+        if !read_only && entry.file_name().to_string_lossy().ends_with(".tmp") {
+            std::fs::remove_file(entry.path()).map_err(StorageError::io(format!(
+                "removing {}",
+                entry.path().display()
+            )))?;
+            stats.tmp_files_removed += 1;
+        }
+    }
+
+    // 2. Events in key order.
+    let mut ids = BTreeSet::new();
+    let mut committed = BTreeSet::new();
+    let mut pending = BTreeSet::new();
+    let mut override_next = None;
+    let mut forget = Vec::new();
+    let mut it = db.iter_from::<ArchiveEvents>(&[]);
+    while let (Some(k), Some(v)) = (it.key(), it.value()) {
+        let ArchiveEventKey { archive_id, event } = ArchiveEventKey::decode(k)?;
+        match event {
+            EVENT_STARTED => {
+                ids.insert(archive_id);
+            }
+            EVENT_OVERRIDE_NEXT => {
+                let n: [u8; 4] = v.try_into().map_err(|_| {
+                    StorageError::corruption(
+                        format!("override event of archive {archive_id}"),
+                        format!("{} bytes", v.len()),
+                    )
+                })?;
+                override_next = Some(u32::from_le_bytes(n));
+            }
+            EVENT_TO_COMMIT => {
+                if ids.contains(&archive_id) {
+                    pending.insert(archive_id);
+                } else {
+                    tracing::warn!(
+                        archive_id,
+                        "TO_COMMIT for an archive that was never started; ignored"
+                    );
+                }
+            }
+            EVENT_COMMITTED => {
+                pending.remove(&archive_id);
+                if archive_path(dir, archive_id).exists() {
+                    committed.insert(archive_id);
+                } else {
+                    tracing::warn!(
+                        archive_id,
+                        "committed archive file is missing; forgetting the archive"
+                    );
+                    stats.archives_missing += 1;
+                    forget.push(archive_id);
+                }
+            }
+            other => tracing::warn!(archive_id, event = other, "unknown archive event"),
+        }
+        it.next();
+    }
+    iter_status(&it, "scanning archive events")?;
+    drop(it);
+
+    if !read_only && !forget.is_empty() {
+        let mut batch = WriteBatch::default();
+        for &id in &forget {
+            ids.remove(&id);
+            db.batch_delete_range::<ArchiveEvents>(
+                &mut batch,
+                &event_key(id, 0).encode(),
+                &event_key(id, u32::MAX).encode(),
+            );
+            db.batch_delete::<ArchiveEvents>(&mut batch, &event_key(id, u32::MAX));
+            db.batch_delete::<ArchiveBlockIds>(&mut batch, &SeqnoKey(id));
+        }
+        db.write(batch, "forgetting archives with missing files")?;
+    }
+    if let Some(n) = override_next {
+        if ids.range(n..).next().is_some() {
+            override_next = None;
+        }
+    }
+
+    // 3. Files that are neither committed nor pending.
+    for entry in read_dir(dir)? {
+        let name = entry.file_name();
+        let Some(id) = parse_archive_file_name(&name.to_string_lossy()) else {
+            continue;
+        };
+        if !read_only && !committed.contains(&id) && !pending.contains(&id) {
+            std::fs::remove_file(entry.path()).map_err(StorageError::io(format!(
+                "removing {}",
+                entry.path().display()
+            )))?;
+            stats.archive_files_removed += 1;
+        }
+    }
+
+    {
+        let mut grouping = shared.grouping.lock();
+        grouping.ids = ids.clone();
+        grouping.override_next = override_next;
+        *shared.committed.lock() = committed;
+    }
+
+    // 4. Pending commits, synchronously, in ascending order.
+    for id in pending.into_iter().filter(|_| !read_only) {
+        match shared.commit(id) {
+            Ok(()) => stats.archives_recommitted += 1,
+            Err(e) => {
+                tracing::error!(archive_id = id, error = %e, "pending archive commit failed at startup")
+            }
+        }
+    }
+
+    stats.archive_count = ids.len();
+    stats.archive_min_id = ids.first().copied();
+    stats.archive_max_id = ids.last().copied();
+    Ok(stats)
+}

@@ -1,0 +1,517 @@
+//! Block components: data, proof and queue diff, stored as zstd frames; whole and ranged reads; waiting for
+//! block data; listing (storage.md §7.1–§7.4).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+use regolith_formats::archive::ArchiveEntryType;
+use regolith_formats::queue_diff::QueueDiff;
+use regolith_formats::{BlockId, BlockKey, HashBytes, ShardIdent};
+use rocksdb::WriteBatch;
+use tycho_types::models::BlockProof;
+
+use crate::block_cache::BlockCache;
+use crate::block_handle::{BlockHandle, BlockHandleStorage, HandleStatus, MaybeExistingHandle};
+use crate::block_meta::{BlockFlags, NewBlockMeta};
+use crate::db::{iter_status, CoreDb, FailPoints};
+use crate::error::{Result, StorageError};
+use crate::parsed::{parse_proof, ParsedBlock};
+use crate::subscriptions::Subscriptions;
+use crate::tables::{BlockComponents, BlockHandles, BlockIds, Codec, ComponentKey};
+
+/// Blocks of at least this size are parsed on the blocking pool.
+const BLOCKING_PARSE_THRESHOLD: usize = 1 << 20;
+/// Queue diffs of at least this size are parsed on the blocking pool.
+const BLOCKING_DIFF_PARSE_THRESHOLD: usize = 100 << 10;
+
+/// Result of a component store.
+#[derive(Debug, Clone)]
+pub struct StoreResult {
+    /// The block's handle.
+    pub handle: BlockHandle,
+    /// Whether this call stored the component.
+    pub updated: bool,
+    /// Whether this call created the handle.
+    pub new: bool,
+}
+
+fn flag_of(ty: ArchiveEntryType) -> BlockFlags {
+    match ty {
+        ArchiveEntryType::Block => BlockFlags::HAS_DATA,
+        ArchiveEntryType::Proof => BlockFlags::HAS_PROOF,
+        ArchiveEntryType::QueueDiff => BlockFlags::HAS_QUEUE_DIFF,
+    }
+}
+
+fn has_component(handle: &BlockHandle, ty: ArchiveEntryType) -> bool {
+    match ty {
+        ArchiveEntryType::Block => handle.has_data(),
+        ArchiveEntryType::Proof => handle.has_proof(),
+        ArchiveEntryType::QueueDiff => handle.has_queue_diff(),
+    }
+}
+
+fn component_lock(handle: &BlockHandle, ty: ArchiveEntryType) -> &tokio::sync::RwLock<()> {
+    match ty {
+        ArchiveEntryType::Block => &handle.0.data_lock,
+        ArchiveEntryType::Proof => &handle.0.proof_lock,
+        ArchiveEntryType::QueueDiff => &handle.0.queue_diff_lock,
+    }
+}
+
+fn component_name(ty: ArchiveEntryType) -> &'static str {
+    match ty {
+        ArchiveEntryType::Block => "data",
+        ArchiveEntryType::Proof => "proof",
+        ArchiveEntryType::QueueDiff => "queue diff",
+    }
+}
+
+/// Decompresses a stored component frame.
+pub(crate) fn decompress(id: &BlockId, ty: ArchiveEntryType, frame: &[u8]) -> Result<Vec<u8>> {
+    zstd::stream::decode_all(frame).map_err(|e| {
+        StorageError::corruption(format!("stored {} of block {id}", component_name(ty)), e)
+    })
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// Stores and reads block components.
+pub struct BlockComponentStorage {
+    db: Arc<CoreDb>,
+    handles: Arc<BlockHandleStorage>,
+    cache: BlockCache,
+    zstd_level: i32,
+    list_page: usize,
+    /// Inverted roles: writers take the shared side, the waiter the exclusive side.
+    data_wait_lock: RwLock<()>,
+    data_subscriptions: Subscriptions<BlockId, (BlockHandle, Arc<ParsedBlock>)>,
+}
+
+impl BlockComponentStorage {
+    pub(crate) fn new(
+        db: Arc<CoreDb>,
+        handles: Arc<BlockHandleStorage>,
+        cache: BlockCache,
+        zstd_level: i32,
+        list_page: usize,
+    ) -> Self {
+        Self {
+            db,
+            handles,
+            cache,
+            zstd_level,
+            list_page,
+            data_wait_lock: RwLock::new(()),
+            data_subscriptions: Subscriptions::default(),
+        }
+    }
+
+    pub(crate) fn block_cache(&self) -> &BlockCache {
+        &self.cache
+    }
+
+    fn resolve(&self, id: &BlockId, handle: MaybeExistingHandle) -> Result<(BlockHandle, bool)> {
+        match handle {
+            MaybeExistingHandle::Existing(h) => {
+                if h.id() != id {
+                    return Err(StorageError::BlockHandleIdMismatch {
+                        expected: *id,
+                        actual: *h.id(),
+                    });
+                }
+                Ok((h, false))
+            }
+            MaybeExistingHandle::New(meta) => {
+                let (h, status) = self.handles.create_or_load_handle(id, meta)?;
+                Ok((h, status == HandleStatus::Created))
+            }
+        }
+    }
+
+    /// Stores block data; parses it first (the root hash must match the id) for validation and the cache.
+    pub async fn store_block_data(
+        &self,
+        id: &BlockId,
+        raw: Bytes,
+        meta: NewBlockMeta,
+    ) -> Result<StoreResult> {
+        let parsed = {
+            let id = *id;
+            let raw = raw.clone();
+            if raw.len() >= BLOCKING_PARSE_THRESHOLD {
+                blocking(move || ParsedBlock::parse(&id, &raw)).await?
+            } else {
+                ParsedBlock::parse(&id, &raw)?
+            }
+        };
+        let parsed = Arc::new(parsed);
+        let result = self
+            .store_component(
+                id,
+                ArchiveEntryType::Block,
+                raw,
+                MaybeExistingHandle::New(meta),
+                Some(&parsed),
+            )
+            .await?;
+        self.cache.insert(parsed);
+        Ok(result)
+    }
+
+    /// Stores a block proof (a BOC; checked to be a proof for `id`).
+    pub async fn store_block_proof(
+        &self,
+        id: &BlockId,
+        raw: Bytes,
+        handle: impl Into<MaybeExistingHandle>,
+    ) -> Result<StoreResult> {
+        let proof = parse_proof(id, &raw)?;
+        if proof.proof_for != *id {
+            return Err(StorageError::InvalidData {
+                what: format!("block proof of block {id}"),
+                reason: format!("the proof is for {}", proof.proof_for),
+            });
+        }
+        self.store_component(id, ArchiveEntryType::Proof, raw, handle.into(), None)
+            .await
+    }
+
+    /// Stores a queue diff (TL `block.queueDiff`; checked to belong to `id`).
+    pub async fn store_queue_diff(
+        &self,
+        id: &BlockId,
+        raw: Bytes,
+        handle: impl Into<MaybeExistingHandle>,
+    ) -> Result<StoreResult> {
+        QueueDiff::parse_for_block(&raw, id).map_err(|e| StorageError::InvalidData {
+            what: format!("queue diff of block {id}"),
+            reason: e.to_string(),
+        })?;
+        self.store_component(id, ArchiveEntryType::QueueDiff, raw, handle.into(), None)
+            .await
+    }
+
+    async fn store_component(
+        &self,
+        id: &BlockId,
+        ty: ArchiveEntryType,
+        raw: Bytes,
+        handle: MaybeExistingHandle,
+        parsed: Option<&Arc<ParsedBlock>>,
+    ) -> Result<StoreResult> {
+        let (handle, new) = self.resolve(id, handle)?;
+        if handle.is_removed() {
+            return Err(StorageError::HandleRemoved(*id));
+        }
+        let mut updated = false;
+        if !has_component(&handle, ty) {
+            let level = self.zstd_level;
+            let frame = blocking(move || zstd::bulk::compress(&raw, level))
+                .await
+                .map_err(StorageError::io(format!(
+                    "compressing {} of {id}",
+                    component_name(ty)
+                )))?;
+
+            let _component_guard = component_lock(&handle, ty).write().await;
+            if !has_component(&handle, ty) {
+                if handle.is_removed() {
+                    return Err(StorageError::HandleRemoved(*id));
+                }
+                let _wait_guard =
+                    (ty == ArchiveEntryType::Block).then(|| self.data_wait_lock.read());
+                self.write_component(&handle, ty, &frame)?;
+                updated = handle.meta().add_flags(flag_of(ty));
+                if let Some(parsed) = parsed {
+                    self.data_subscriptions
+                        .notify(id, &(handle.clone(), parsed.clone()));
+                }
+                return Ok(StoreResult {
+                    handle: handle.clone(),
+                    updated,
+                    new,
+                });
+            }
+        }
+        if let Some(parsed) = parsed {
+            let _wait_guard = self.data_wait_lock.read();
+            self.data_subscriptions
+                .notify(id, &(handle.clone(), parsed.clone()));
+        }
+        Ok(StoreResult {
+            handle,
+            updated,
+            new,
+        })
+    }
+
+    /// One batch: the component row and the merge that sets its flag.
+    fn write_component(
+        &self,
+        handle: &BlockHandle,
+        ty: ArchiveEntryType,
+        frame: &[u8],
+    ) -> Result<()> {
+        let mut meta = handle.meta().load();
+        meta.flags = BlockFlags(meta.flags.0 & !BlockFlags::IS_REMOVED.0) | flag_of(ty);
+        let mut batch = WriteBatch::default();
+        batch.put_cf(
+            self.db.cf::<BlockComponents>(),
+            ComponentKey(BlockKey::of(handle.id()), ty).encode(),
+            frame,
+        );
+        self.db
+            .batch_merge::<BlockHandles>(&mut batch, &handle.id().root_hash, &meta);
+        FailPoints::hit(&self.db.fail_points.component_batch, "component batch")?;
+        self.db.write(
+            batch,
+            &format!("storing {} of {}", component_name(ty), handle.id()),
+        )
+    }
+
+    /// Test helper: stores arbitrary component bytes with its flag, in one batch, compressing them.
+    #[doc(hidden)]
+    pub fn store_raw_component_for_tests(
+        &self,
+        handle: &BlockHandle,
+        ty: ArchiveEntryType,
+        raw: &[u8],
+    ) -> Result<()> {
+        let frame = zstd::bulk::compress(raw, self.zstd_level)
+            .map_err(StorageError::io("compressing a test component"))?;
+        self.write_component(handle, ty, &frame)?;
+        handle.meta().add_flags(flag_of(ty));
+        Ok(())
+    }
+
+    fn load_frame(&self, handle: &BlockHandle, ty: ArchiveEntryType) -> Result<Vec<u8>> {
+        let key = ComponentKey(BlockKey::of(handle.id()), ty);
+        match self.db.get_raw::<BlockComponents>(&key)? {
+            Some(v) => Ok(v.to_vec()),
+            None => Err(StorageError::Inconsistent(format!(
+                "block {} has the {} flag but no stored {}",
+                handle.id(),
+                component_name(ty),
+                component_name(ty)
+            ))),
+        }
+    }
+
+    async fn load_raw(&self, handle: &BlockHandle, ty: ArchiveEntryType) -> Result<Vec<u8>> {
+        if !has_component(handle, ty) {
+            return Err(StorageError::NotFound {
+                what: component_name(ty),
+                id: *handle.id(),
+            });
+        }
+        let frame = {
+            let _guard = component_lock(handle, ty).read().await;
+            self.load_frame(handle, ty)?
+        };
+        decompress(handle.id(), ty, &frame)
+    }
+
+    /// The decompressed block BOC.
+    pub async fn load_block_data_raw(&self, handle: &BlockHandle) -> Result<Vec<u8>> {
+        self.load_raw(handle, ArchiveEntryType::Block).await
+    }
+
+    /// The parsed block (block cache first).
+    pub async fn load_block_data(&self, handle: &BlockHandle) -> Result<Arc<ParsedBlock>> {
+        if !handle.has_data() {
+            return Err(StorageError::NotFound {
+                what: "data",
+                id: *handle.id(),
+            });
+        }
+        if let Some(b) = self.cache.get(handle.id()) {
+            return Ok(b);
+        }
+        let raw = self.load_block_data_raw(handle).await?;
+        let id = *handle.id();
+        let parsed = if raw.len() >= BLOCKING_PARSE_THRESHOLD {
+            blocking(move || ParsedBlock::parse(&id, &raw)).await?
+        } else {
+            ParsedBlock::parse(&id, &raw)?
+        };
+        Ok(Arc::new(parsed))
+    }
+
+    /// The raw proof BOC.
+    pub async fn load_block_proof_raw(&self, handle: &BlockHandle) -> Result<Vec<u8>> {
+        self.load_raw(handle, ArchiveEntryType::Proof).await
+    }
+
+    /// The parsed proof.
+    pub async fn load_block_proof(&self, handle: &BlockHandle) -> Result<BlockProof> {
+        let raw = self.load_block_proof_raw(handle).await?;
+        parse_proof(handle.id(), &raw)
+    }
+
+    /// The raw TL queue diff.
+    pub async fn load_queue_diff_raw(&self, handle: &BlockHandle) -> Result<Vec<u8>> {
+        self.load_raw(handle, ArchiveEntryType::QueueDiff).await
+    }
+
+    /// The parsed queue diff.
+    pub async fn load_queue_diff(&self, handle: &BlockHandle) -> Result<QueueDiff> {
+        let raw = self.load_queue_diff_raw(handle).await?;
+        let id = *handle.id();
+        let large = raw.len() >= BLOCKING_DIFF_PARSE_THRESHOLD;
+        let parse = move || {
+            QueueDiff::parse_for_block(&raw, &id).map_err(|e| {
+                StorageError::corruption(format!("stored queue diff of block {id}"), e)
+            })
+        };
+        if large {
+            blocking(parse).await
+        } else {
+            parse()
+        }
+    }
+
+    /// Bytes `[offset, min(offset+len, size))` of the compressed data frame; `Some(empty)` past the end;
+    /// `None` without data. Takes no lock.
+    pub fn load_block_data_range(
+        &self,
+        handle: &BlockHandle,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<Bytes>> {
+        if !handle.has_data() {
+            return Ok(None);
+        }
+        let key = ComponentKey(BlockKey::of(handle.id()), ArchiveEntryType::Block);
+        let Some(frame) = self.db.get_raw::<BlockComponents>(&key)? else {
+            return Ok(None);
+        };
+        let size = frame.len() as u64;
+        if offset >= size {
+            return Ok(Some(Bytes::new()));
+        }
+        let end = offset.saturating_add(len).min(size);
+        Ok(Some(Bytes::copy_from_slice(
+            &frame[offset as usize..end as usize],
+        )))
+    }
+
+    /// Length of the compressed data frame.
+    pub fn get_compressed_block_data_size(&self, handle: &BlockHandle) -> Result<Option<u64>> {
+        if !handle.has_data() {
+            return Ok(None);
+        }
+        let key = ComponentKey(BlockKey::of(handle.id()), ArchiveEntryType::Block);
+        Ok(self
+            .db
+            .get_raw::<BlockComponents>(&key)?
+            .map(|v| v.len() as u64))
+    }
+
+    /// The mc block with seqno `seqno` (the smallest root if several), parsed; no handle, no lock.
+    pub fn find_mc_block_data(&self, seqno: u32) -> Result<Option<ParsedBlock>> {
+        if seqno == u32::MAX {
+            return Ok(None);
+        }
+        let start = BlockKey::from_parts(-1, ShardIdent::PREFIX_FULL, seqno, &HashBytes::ZERO);
+        let mut it = self.db.iter_from::<BlockComponents>(start.as_bytes());
+        while let Some(k) = it.key() {
+            let key = ComponentKey::decode(k)?;
+            if key.0.workchain() != -1
+                || key.0.prefix() != ShardIdent::PREFIX_FULL
+                || key.0.seqno() != seqno
+            {
+                break;
+            }
+            if key.1 == ArchiveEntryType::Block {
+                let file_hash = self.db.get::<BlockIds>(&key.0)?.ok_or_else(|| {
+                    StorageError::Inconsistent(format!(
+                        "block data of {:?} without an id row",
+                        key.0
+                    ))
+                })?;
+                let id = key.0.to_block_id(file_hash)?;
+                let frame = it.value().unwrap_or_default();
+                let raw = decompress(&id, ArchiveEntryType::Block, frame)?;
+                return ParsedBlock::parse(&id, &raw).map(Some);
+            }
+            it.next();
+        }
+        iter_status(&it, "searching mc block data")?;
+        Ok(None)
+    }
+
+    /// Blocks with stored data in key order from `continuation` (inclusive), one page at a time. Returns the
+    /// ids and the key of the first block not returned (`None` when exhausted).
+    pub fn list_blocks(
+        &self,
+        continuation: Option<BlockKey>,
+    ) -> Result<(Vec<BlockId>, Option<BlockKey>)> {
+        self.list_blocks_paged(continuation, self.list_page)
+    }
+
+    /// [`Self::list_blocks`] with an explicit page size.
+    pub fn list_blocks_paged(
+        &self,
+        continuation: Option<BlockKey>,
+        page: usize,
+    ) -> Result<(Vec<BlockId>, Option<BlockKey>)> {
+        let page = page.max(1);
+        let start = continuation.unwrap_or(BlockKey([0; 48]));
+        let mut it = self.db.iter_from::<BlockComponents>(start.as_bytes());
+        let mut ids = Vec::new();
+        while let Some(k) = it.key() {
+            let key = ComponentKey::decode(k)?;
+            if key.1 == ArchiveEntryType::Block {
+                if ids.len() == page {
+                    return Ok((ids, Some(key.0)));
+                }
+                let file_hash = self.db.get::<BlockIds>(&key.0)?.ok_or_else(|| {
+                    StorageError::Inconsistent(format!(
+                        "block data of {:?} without an id row",
+                        key.0
+                    ))
+                })?;
+                ids.push(key.0.to_block_id(file_hash)?);
+            }
+            it.next();
+        }
+        iter_status(&it, "listing blocks")?;
+        Ok((ids, None))
+    }
+
+    /// Waits until data of `id` is stored; returns its handle and parsed block.
+    pub async fn wait_for_block(
+        &self,
+        id: &BlockId,
+        timeout: Option<Duration>,
+    ) -> Result<(BlockHandle, Arc<ParsedBlock>)> {
+        let found = {
+            let _guard = self.data_wait_lock.write();
+            match self.handles.load_handle(id)? {
+                Some(handle) if handle.has_data() => Ok(handle),
+                _ => Err(self.data_subscriptions.subscribe(*id)),
+            }
+        };
+        match found {
+            Ok(handle) => {
+                let block = self.load_block_data(&handle).await?;
+                Ok((handle, block))
+            }
+            Err(waiter) => waiter.wait(timeout).await,
+        }
+    }
+
+    /// Number of ids with data waiters (tests).
+    #[doc(hidden)]
+    pub fn data_waiter_keys(&self) -> usize {
+        self.data_subscriptions.len()
+    }
+}

@@ -1,0 +1,122 @@
+//! The startup consistency check (storage.md §7.7): flags of bits 0–2 recomputed from component presence.
+
+use regolith_formats::archive::ArchiveEntryType;
+use regolith_formats::BlockKey;
+use rocksdb::WriteBatch;
+
+use crate::block_meta::BlockFlags;
+use crate::db::{iter_status, CoreDb};
+use crate::error::{Result, StorageError};
+use crate::tables::{
+    BlockComponents, BlockConnections, BlockHandles, BlockIds, Codec, ComponentKey,
+};
+
+const CHECK_BATCH_BLOCKS: usize = 10_000;
+
+/// Counts of the startup check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ConsistencyStats {
+    /// Blocks whose flag claimed a missing component (flag cleared).
+    pub orphaned_flags_count: usize,
+    /// Blocks with a component but no flag (flag restored).
+    pub restored_flags_count: usize,
+    /// Id rows without a meta row (block rows deleted).
+    pub dangling_ids_count: usize,
+    /// Blocks checked.
+    pub blocks_checked: usize,
+}
+
+fn presence_flag(ty: ArchiveEntryType) -> u32 {
+    1 << ty.as_byte()
+}
+
+/// Runs the check over the whole database.
+/// With `repair` off (read-only opens) the counts are computed and nothing is written.
+pub(crate) fn check(db: &CoreDb, repair: bool) -> Result<ConsistencyStats> {
+    let mut stats = ConsistencyStats::default();
+    let mut ids = db.iter_from::<BlockIds>(&[]);
+    let mut components = db.iter_from::<BlockComponents>(&[]);
+    let mut batch = WriteBatch::default();
+    let mut in_batch = 0;
+
+    while let Some(id_key) = ids.key() {
+        let key = BlockKey::decode(id_key)?;
+        // Merge-join: advance the component cursor to this block and collect what is present.
+        let mut present = 0u32;
+        while let Some(ck) = components.key() {
+            let ck = ComponentKey::decode(ck)?;
+            match ck.0.cmp(&key) {
+                std::cmp::Ordering::Less => components.next(),
+                std::cmp::Ordering::Equal => {
+                    present |= presence_flag(ck.1);
+                    components.next();
+                }
+                std::cmp::Ordering::Greater => break,
+            }
+        }
+        stats.blocks_checked += 1;
+
+        let meta = db
+            .get::<BlockHandles>(&key.root_hash())
+            .map_err(|e| match e {
+                StorageError::Corruption { reason, .. } => StorageError::Corruption {
+                    what: format!("block meta of {key:?}"),
+                    reason,
+                },
+                other => other,
+            })?;
+        match meta {
+            None => {
+                stats.dangling_ids_count += 1;
+                let end = key
+                    .successor()
+                    .map(|k| k.0.to_vec())
+                    .unwrap_or_else(|| vec![0xFF; 49]);
+                db.batch_delete::<BlockIds>(&mut batch, &key);
+                db.batch_delete_range::<BlockComponents>(&mut batch, key.as_bytes(), &end);
+                db.batch_delete_range::<BlockConnections>(&mut batch, key.as_bytes(), &end);
+                in_batch += 1;
+            }
+            Some(mut meta) => {
+                let stored = meta.flags.0 & BlockFlags::HAS_ALL_BLOCK_PARTS.0;
+                if stored != present {
+                    if stored & !present != 0 {
+                        stats.orphaned_flags_count += 1;
+                    }
+                    if present & !stored != 0 {
+                        stats.restored_flags_count += 1;
+                    }
+                    meta.flags =
+                        BlockFlags((meta.flags.0 & !BlockFlags::HAS_ALL_BLOCK_PARTS.0) | present);
+                    db.batch_put::<BlockHandles>(&mut batch, &key.root_hash(), &meta);
+                    in_batch += 1;
+                }
+            }
+        }
+        if !repair {
+            batch.clear();
+            in_batch = 0;
+        }
+        if in_batch >= CHECK_BATCH_BLOCKS {
+            db.write(std::mem::take(&mut batch), "writing startup check repairs")?;
+            in_batch = 0;
+        }
+        ids.next();
+    }
+    iter_status(&ids, "iterating block ids in the startup check")?;
+    iter_status(&components, "iterating components in the startup check")?;
+    if in_batch > 0 {
+        db.write(batch, "writing startup check repairs")?;
+    }
+    if repair
+        && stats.orphaned_flags_count + stats.restored_flags_count + stats.dangling_ids_count > 0
+    {
+        tracing::warn!(
+            orphaned = stats.orphaned_flags_count,
+            restored = stats.restored_flags_count,
+            dangling = stats.dangling_ids_count,
+            "startup consistency check repaired block flags"
+        );
+    }
+    Ok(stats)
+}

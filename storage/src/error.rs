@@ -1,0 +1,138 @@
+//! Errors of the block storage.
+
+use regolith_formats::{BlockId, FormatError};
+
+/// Everything the block storage can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// RocksDB failed; `context` says during what.
+    #[error("database error while {context}: {source}")]
+    Db {
+        /// What was being done.
+        context: String,
+        /// The RocksDB error.
+        #[source]
+        source: rocksdb::Error,
+    },
+    /// A file operation failed.
+    #[error("I/O error while {context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A stored value could not be decoded.
+    #[error("corrupted {what}: {reason}")]
+    Corruption {
+        /// Which value.
+        what: String,
+        /// Why.
+        reason: String,
+    },
+    /// Stored rows contradict each other (e.g. an indexed key block without handle rows).
+    #[error("inconsistent storage: {0}")]
+    Inconsistent(String),
+    /// The id given with a file hash different from the stored one.
+    #[error("block id mismatch for {id}: stored file hash {stored}")]
+    BlockIdMismatch {
+        /// The requested id.
+        id: BlockId,
+        /// The stored file hash (hex).
+        stored: String,
+    },
+    /// A handle passed as existing belongs to another block.
+    #[error("block handle id mismatch: expected {expected}, handle is {actual}")]
+    BlockHandleIdMismatch {
+        /// The id the call was for.
+        expected: BlockId,
+        /// The handle's id.
+        actual: BlockId,
+    },
+    /// The handle was evicted by GC and is inert; reload it.
+    #[error("block handle {0} was removed by GC")]
+    HandleRemoved(BlockId),
+    /// A component is not stored.
+    #[error("block {what} not found for block {id}")]
+    NotFound {
+        /// Component name.
+        what: &'static str,
+        /// Block id.
+        id: BlockId,
+    },
+    /// Waiting ended by timeout.
+    #[error("timed out")]
+    Timeout,
+    /// The notifier went away without a value.
+    #[error("subscription closed")]
+    Closed,
+    /// Input data (a block, a proof) is not valid.
+    #[error("invalid {what}: {reason}")]
+    InvalidData {
+        /// Which input.
+        what: String,
+        /// Why.
+        reason: String,
+    },
+    /// An archive is not known or not committed.
+    #[error("archive {0} not found")]
+    ArchiveNotFound(u32),
+    /// An archive chunk offset that is not a multiple of the chunk size.
+    #[error("invalid archive chunk offset {0}")]
+    InvalidOffset(u64),
+    /// A block cannot go into an archive because a part is missing.
+    #[error("block {id} does not have all parts (has_data={has_data}, has_proof={has_proof}, has_queue_diff={has_queue_diff})")]
+    MissingBlockParts {
+        /// The block.
+        id: BlockId,
+        /// Data present.
+        has_data: bool,
+        /// Proof present.
+        has_proof: bool,
+        /// Queue diff present.
+        has_queue_diff: bool,
+    },
+    /// The database was written by an incompatible version.
+    #[error("unsupported database version {found:?} (expected {expected:?})")]
+    UnsupportedVersion {
+        /// Stored version.
+        found: [u8; 3],
+        /// This build's version.
+        expected: [u8; 3],
+    },
+    /// An injected failure (tests only).
+    #[error("injected failure at {0}")]
+    Injected(&'static str),
+}
+
+impl StorageError {
+    pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(rocksdb::Error) -> Self {
+        let context = context.into();
+        move |source| Self::Db { context, source }
+    }
+
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
+        let context = context.into();
+        move |source| Self::Io { context, source }
+    }
+
+    pub(crate) fn corruption(what: impl Into<String>, reason: impl std::fmt::Display) -> Self {
+        Self::Corruption {
+            what: what.into(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+impl From<FormatError> for StorageError {
+    fn from(e: FormatError) -> Self {
+        Self::Corruption {
+            what: "stored value".into(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+/// Result alias of the block storage.
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;

@@ -1,0 +1,131 @@
+//! Block GC (storage.md §9): removal of whole blocks below a target, in crash-safe chunks.
+
+use regolith_formats::{BlockId, BlockKey, ShardIdent};
+use rocksdb::WriteBatch;
+
+use crate::block_cache::BlockCache;
+use crate::block_handle::HandleCache;
+use crate::block_meta::BlockFlags;
+use crate::db::{iter_status, CoreDb, FailPoints};
+use crate::error::Result;
+use crate::tables::{BlockComponents, BlockConnections, BlockHandles, BlockIds, Codec};
+
+/// What a GC run removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BlockGcStats {
+    /// Masterchain blocks removed.
+    pub mc_blocks_removed: usize,
+    /// All blocks removed.
+    pub total_blocks_removed: usize,
+}
+
+/// Whether GC keeps a block (§9.2 and §4 rule 5; first match wins). `flags` are the block's flags, if known.
+pub(crate) fn keeps_block(
+    shard: &ShardIdent,
+    seqno: u32,
+    flags: Option<BlockFlags>,
+    target: u32,
+    shard_heights: &[(ShardIdent, u32)],
+) -> bool {
+    if seqno == 0 {
+        return true;
+    }
+    if shard.is_masterchain() {
+        if seqno >= target {
+            return true;
+        }
+    } else if shard_heights
+        .iter()
+        .any(|(top, h)| top.intersects(shard) && *h <= seqno)
+    {
+        return true;
+    }
+    flags.is_some_and(|f| f.retain_during_gc())
+}
+
+struct Chunk {
+    blocks: Vec<(BlockKey, BlockId)>,
+}
+
+/// Removes every block that §9.2 does not keep. Runs synchronously; call it on a blocking thread.
+pub(crate) fn remove_blocks(
+    db: &CoreDb,
+    cache: &HandleCache,
+    block_cache: &BlockCache,
+    target: u32,
+    shard_heights: &[(ShardIdent, u32)],
+    max_blocks_per_batch: usize,
+) -> Result<BlockGcStats> {
+    cache.gc_handles_cache(target, shard_heights);
+
+    let max_blocks_per_batch = max_blocks_per_batch.max(1);
+    let mut stats = BlockGcStats::default();
+    let mut removed_ids = Vec::new();
+    let mut chunk = Chunk { blocks: Vec::new() };
+
+    let flush =
+        |chunk: &mut Chunk, stats: &mut BlockGcStats, removed: &mut Vec<BlockId>| -> Result<()> {
+            if chunk.blocks.is_empty() {
+                return Ok(());
+            }
+            let first = chunk.blocks[0].0;
+            let last = chunk.blocks[chunk.blocks.len() - 1].0;
+            let end = last
+                .successor()
+                .map(|k| k.0.to_vec())
+                .unwrap_or_else(|| vec![0xFF; 49]);
+            let mut batch = WriteBatch::default();
+            for (key, _) in &chunk.blocks {
+                db.batch_delete::<BlockHandles>(&mut batch, &key.root_hash());
+            }
+            db.batch_delete_range::<BlockIds>(&mut batch, first.as_bytes(), &end);
+            db.batch_delete_range::<BlockConnections>(&mut batch, first.as_bytes(), &end);
+            db.batch_delete_range::<BlockComponents>(&mut batch, first.as_bytes(), &end);
+            FailPoints::hit(&db.fail_points.gc_batch, "block GC batch")?;
+            db.write(batch, "removing outdated blocks")?;
+            for (key, id) in chunk.blocks.drain(..) {
+                stats.total_blocks_removed += 1;
+                if key.workchain() == -1 {
+                    stats.mc_blocks_removed += 1;
+                }
+                removed.push(id);
+            }
+            Ok(())
+        };
+
+    let mut it = db.iter_from::<BlockIds>(&[]);
+    while let (Some(k), Some(v)) = (it.key(), it.value()) {
+        let key = BlockKey::decode(k)?;
+        let flags = db
+            .get_raw::<BlockHandles>(&key.root_hash())?
+            .and_then(|raw| {
+                raw.get(4..8)
+                    .map(|b| BlockFlags(u32::from_le_bytes(b.try_into().unwrap())))
+            });
+        if keeps_block(&key.shard()?, key.seqno(), flags, target, shard_heights) {
+            // A kept block closes the run.
+            flush(&mut chunk, &mut stats, &mut removed_ids)?;
+        } else {
+            let file_hash = regolith_formats::HashBytes::decode(v)?;
+            chunk.blocks.push((key, key.to_block_id(file_hash)?));
+            if chunk.blocks.len() >= max_blocks_per_batch {
+                flush(&mut chunk, &mut stats, &mut removed_ids)?;
+            }
+        }
+        it.next();
+    }
+    iter_status(&it, "iterating block ids for GC")?;
+    flush(&mut chunk, &mut stats, &mut removed_ids)?;
+
+    cache.evict_removed(&removed_ids);
+    block_cache.invalidate(&removed_ids);
+    if stats.total_blocks_removed > 0 {
+        tracing::info!(
+            target,
+            mc = stats.mc_blocks_removed,
+            total = stats.total_blocks_removed,
+            "removed outdated blocks"
+        );
+    }
+    Ok(stats)
+}

@@ -1,0 +1,37 @@
+//! regolith block storage (storage.md): block handles with atomic meta flags persisted through a merge
+//! operator, the weak-ref handle cache, the key-block index, connections with waiting, block components,
+//! archives, block GC and node state, all in the `core` RocksDB under the data directory.
+//!
+//! Open it with [`Storage::open`]; everything else hangs off the returned [`Storage`].
+
+pub mod archive;
+mod block_cache;
+pub mod block_components;
+pub mod block_connection;
+pub mod block_handle;
+pub mod block_meta;
+pub mod config;
+mod consistency;
+pub mod db;
+pub mod error;
+mod gc;
+pub mod node_state;
+pub mod parsed;
+mod storage;
+mod subscriptions;
+pub mod tables;
+
+pub use archive::{ArchiveId, ArchiveInfo, ArchiveStorage, ARCHIVE_CHUNK_SIZE};
+pub use block_components::{BlockComponentStorage, StoreResult};
+pub use block_connection::{BlockConnectionStorage, Direction};
+pub use block_handle::{
+    BlockHandle, BlockHandleStorage, HandleCache, HandleStatus, KeyBlocksDirection,
+    MaybeExistingHandle, WeakBlockHandle,
+};
+pub use block_meta::{BlockFlags, BlockMeta, MetaSnapshot, NewBlockMeta};
+pub use config::StorageConfig;
+pub use consistency::ConsistencyStats;
+pub use error::{Result, StorageError};
+pub use gc::BlockGcStats;
+pub use parsed::ParsedBlock;
+pub use storage::{OpenStats, Storage};

@@ -1,0 +1,105 @@
+//! Node state (`state` table): last applied mc block, init mc block, zerostate id and proof, db version.
+
+use std::sync::Arc;
+
+use regolith_formats::BlockId;
+
+use crate::db::CoreDb;
+use crate::error::{Result, StorageError};
+use crate::tables::{Codec, RawBytes, State, StateKey};
+
+const LAST_MC_BLOCK: StateKey = StateKey("last_mc_block");
+const INIT_MC_BLOCK: StateKey = StateKey("init_mc_block");
+const ZEROSTATE_ID: StateKey = StateKey("zerostate_id");
+const ZEROSTATE_PROOF: StateKey = StateKey("zerostate_proof");
+const DB_VERSION: StateKey = StateKey("db_version");
+
+/// The version this build writes and accepts.
+pub const DB_VERSION_CURRENT: [u8; 3] = [0, 1, 0];
+
+/// Typed access to the node-state table.
+pub struct NodeStateStorage {
+    db: Arc<CoreDb>,
+}
+
+impl NodeStateStorage {
+    pub(crate) fn new(db: Arc<CoreDb>) -> Self {
+        Self { db }
+    }
+
+    fn get_id(&self, key: StateKey) -> Result<Option<BlockId>> {
+        match self.db.get::<State>(&key)? {
+            Some(raw) => BlockId::decode(&raw.0)
+                .map(Some)
+                .map_err(|e| StorageError::corruption(format!("node state {}", key.0), e)),
+            None => Ok(None),
+        }
+    }
+
+    fn set_id(&self, key: StateKey, id: &BlockId) -> Result<()> {
+        self.db.put::<State>(&key, &RawBytes(id.encode()))
+    }
+
+    /// The last applied mc block.
+    pub fn load_last_mc_block_id(&self) -> Result<Option<BlockId>> {
+        self.get_id(LAST_MC_BLOCK)
+    }
+
+    /// Records the last applied mc block.
+    pub fn store_last_mc_block_id(&self, id: &BlockId) -> Result<()> {
+        self.set_id(LAST_MC_BLOCK, id)
+    }
+
+    /// The mc block the node was initialised from.
+    pub fn load_init_mc_block_id(&self) -> Result<Option<BlockId>> {
+        self.get_id(INIT_MC_BLOCK)
+    }
+
+    /// Records the init mc block.
+    pub fn store_init_mc_block_id(&self, id: &BlockId) -> Result<()> {
+        self.set_id(INIT_MC_BLOCK, id)
+    }
+
+    /// The zerostate id.
+    pub fn load_zerostate_id(&self) -> Result<Option<BlockId>> {
+        self.get_id(ZEROSTATE_ID)
+    }
+
+    /// Records the zerostate id.
+    pub fn store_zerostate_id(&self, id: &BlockId) -> Result<()> {
+        self.set_id(ZEROSTATE_ID, id)
+    }
+
+    /// The zerostate proof bytes.
+    pub fn load_zerostate_proof(&self) -> Result<Option<Vec<u8>>> {
+        Ok(self.db.get::<State>(&ZEROSTATE_PROOF)?.map(|v| v.0))
+    }
+
+    /// Records the zerostate proof bytes.
+    pub fn store_zerostate_proof(&self, proof: &[u8]) -> Result<()> {
+        self.db
+            .put::<State>(&ZEROSTATE_PROOF, &RawBytes(proof.to_vec()))
+    }
+
+    /// Checks the stored db version (writing the current one into a fresh database).
+    pub(crate) fn check_db_version(&self, read_only: bool) -> Result<()> {
+        match self.db.get::<State>(&DB_VERSION)? {
+            None if read_only => Ok(()),
+            None => self
+                .db
+                .put::<State>(&DB_VERSION, &RawBytes(DB_VERSION_CURRENT.to_vec())),
+            Some(raw) => {
+                let found: [u8; 3] = raw.0.as_slice().try_into().map_err(|_| {
+                    StorageError::corruption("db_version", format!("{} bytes", raw.0.len()))
+                })?;
+                if found[..2] != DB_VERSION_CURRENT[..2] {
+                    return Err(StorageError::UnsupportedVersion {
+                        found,
+                        expected: DB_VERSION_CURRENT,
+                    });
+                }
+                Ok(())
+            }
+        }
+    }
+}

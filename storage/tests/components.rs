@@ -1,0 +1,366 @@
+//! storage.md §12 scenarios 17–24: block components.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use regolith_formats::archive::ArchiveEntryType;
+use regolith_formats::block_id::parse_block_id;
+use regolith_formats::{BlockKey, ShardIdent};
+use regolith_storage::tables::{BlockComponents, BlockHandles, Codec, ComponentKey};
+use regolith_storage::{BlockFlags, MaybeExistingHandle, StorageError};
+
+fn block_fixture() -> (regolith_formats::BlockId, Vec<u8>) {
+    let text = String::from_utf8(fixture("block_id.txt")).unwrap();
+    (parse_block_id(&text).unwrap(), fixture("block.bin"))
+}
+
+#[tokio::test]
+async fn s17_store_and_ranged_reads() {
+    let (id, raw) = block_fixture();
+    assert_eq!(regolith_storage::parsed::file_hash(&raw), id.file_hash);
+    let t = TempStorage::new();
+    let c = t.s().components();
+    let r = c
+        .store_block_data(&id, Bytes::from(raw.clone()), meta(12))
+        .await
+        .unwrap();
+    assert!(r.new && r.updated);
+    assert!(r.handle.has_data() && !r.handle.has_all_block_parts());
+
+    let size = c
+        .get_compressed_block_data_size(&r.handle)
+        .unwrap()
+        .unwrap();
+    let mut frame = Vec::new();
+    let mut offset = 0;
+    while offset < size {
+        let chunk = c
+            .load_block_data_range(&r.handle, offset, 1000)
+            .unwrap()
+            .unwrap();
+        assert!(!chunk.is_empty() && chunk.len() <= 1000);
+        frame.extend_from_slice(&chunk);
+        offset += chunk.len() as u64;
+    }
+    assert_eq!(frame.len() as u64, size);
+    assert_eq!(zstd::stream::decode_all(&frame[..]).unwrap(), raw);
+    assert_eq!(
+        zstd::zstd_safe::get_frame_content_size(&frame).unwrap(),
+        Some(raw.len() as u64)
+    );
+    assert_eq!(
+        c.load_block_data_range(&r.handle, size, 1000)
+            .unwrap()
+            .unwrap()
+            .len(),
+        0
+    );
+    assert_eq!(c.load_block_data_raw(&r.handle).await.unwrap(), raw);
+
+    let again = c
+        .store_block_data(&id, Bytes::from(raw.clone()), meta(12))
+        .await
+        .unwrap();
+    assert!(!again.updated && !again.new);
+
+    // Without data: ranged reads give None and full reads NotFound.
+    let (other, _) = t
+        .s()
+        .handles()
+        .create_or_load_handle(&shard_id(1), meta(1))
+        .unwrap();
+    assert!(c.load_block_data_range(&other, 0, 10).unwrap().is_none());
+    assert!(matches!(
+        c.load_block_data_raw(&other).await,
+        Err(StorageError::NotFound { .. })
+    ));
+    // Data that does not match the id is rejected before anything is stored.
+    let bad = c
+        .store_block_data(&shard_id(2), Bytes::from(raw.clone()), meta(1))
+        .await;
+    assert!(matches!(bad, Err(StorageError::InvalidData { .. })));
+    assert!(t.s().handles().load_handle(&shard_id(2)).unwrap().is_none());
+}
+
+#[tokio::test]
+async fn s18_failed_component_batch() {
+    let (id, raw) = block_fixture();
+    let mut t = TempStorage::new();
+    {
+        let s = t.s();
+        s.db()
+            .fail_points
+            .component_batch
+            .store(true, Ordering::SeqCst);
+        let err = s
+            .components()
+            .store_block_data(&id, Bytes::from(raw.clone()), meta(1))
+            .await;
+        assert!(matches!(err, Err(StorageError::Injected(_))));
+        let h = s.handles().load_handle(&id).unwrap().unwrap();
+        assert!(!h.has_data(), "no in-memory flag after a failed batch");
+    }
+    let s = t.reopen();
+    let h = s.handles().load_handle(&id).unwrap().unwrap();
+    assert!(!h.has_data());
+    assert!(!s
+        .db()
+        .contains::<BlockComponents>(&ComponentKey(BlockKey::of(&id), ArchiveEntryType::Block))
+        .unwrap());
+    let stats = s.open_stats().consistency;
+    assert_eq!(
+        (stats.orphaned_flags_count, stats.restored_flags_count),
+        (0, 0)
+    );
+}
+
+#[tokio::test]
+async fn s19_startup_check_repairs_flags() {
+    let mut t = TempStorage::new();
+    let blocks = ingest_archive_1(t.s()).await;
+    t.close();
+    let mc: Vec<_> = blocks
+        .iter()
+        .filter(|b| b.id.is_masterchain())
+        .map(|b| b.id)
+        .collect();
+    {
+        let config = t.config.clone();
+        let db = regolith_storage::db::CoreDb::open(&config.root_dir.join("core"), &config, false)
+            .unwrap();
+        let cf = db.cf::<BlockComponents>();
+        let del = |id, ty| {
+            db.raw()
+                .delete_cf(cf, ComponentKey(BlockKey::of(id), ty).encode())
+                .unwrap()
+        };
+        for id in &mc[0..25] {
+            del(id, ArchiveEntryType::Block);
+        }
+        for id in &mc[25..35] {
+            del(id, ArchiveEntryType::Proof);
+        }
+        for id in &mc[35..45] {
+            del(id, ArchiveEntryType::QueueDiff);
+        }
+        for id in &mc[45..55] {
+            let mut m = db.get::<BlockHandles>(&id.root_hash).unwrap().unwrap();
+            m.flags = BlockFlags(m.flags.0 & !0b111);
+            db.put::<BlockHandles>(&id.root_hash, &m).unwrap();
+        }
+    }
+    let s = t.reopen();
+    let stats = s.open_stats().consistency;
+    assert_eq!(stats.orphaned_flags_count, 45);
+    assert_eq!(stats.restored_flags_count, 10);
+    for (i, id) in mc.iter().enumerate() {
+        let h = s.handles().load_handle(id).unwrap().unwrap();
+        let expect = (i >= 25, !(25..35).contains(&i), !(35..45).contains(&i));
+        assert_eq!(
+            (h.has_data(), h.has_proof(), h.has_queue_diff()),
+            expect,
+            "mc block {}",
+            id.seqno
+        );
+    }
+    let s = t.reopen();
+    let stats = s.open_stats().consistency;
+    assert_eq!(
+        (stats.orphaned_flags_count, stats.restored_flags_count),
+        (0, 0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn s20_racing_component_stores() {
+    let t = TempStorage::new();
+    let s = t.s().clone();
+    let blocks: Vec<_> = archive_1_blocks()
+        .into_iter()
+        .filter(|b| b.id.is_masterchain())
+        .collect();
+    for b in blocks {
+        let data = {
+            let (s, b) = (s.clone(), b.clone());
+            tokio::spawn(async move {
+                s.components()
+                    .store_block_data(&b.id, Bytes::from(b.data.clone()), b.meta())
+                    .await
+            })
+        };
+        let others: Vec<_> = (0..2)
+            .map(|_| {
+                let (s, b) = (s.clone(), b.clone());
+                tokio::spawn(async move {
+                    let p = s
+                        .components()
+                        .store_block_proof(
+                            &b.id,
+                            Bytes::from(b.proof.clone()),
+                            MaybeExistingHandle::New(b.meta()),
+                        )
+                        .await
+                        .unwrap();
+                    let d = s
+                        .components()
+                        .store_queue_diff(
+                            &b.id,
+                            Bytes::from(b.queue_diff.clone()),
+                            MaybeExistingHandle::New(b.meta()),
+                        )
+                        .await
+                        .unwrap();
+                    (p, d)
+                })
+            })
+            .collect();
+        let data = data.await.unwrap().unwrap();
+        let mut proofs = 0;
+        let mut diffs = 0;
+        for o in others {
+            let (p, d) = o.await.unwrap();
+            assert!(
+                p.handle.ptr_eq(&data.handle) && d.handle.ptr_eq(&data.handle),
+                "one instance per block"
+            );
+            proofs += p.updated as usize;
+            diffs += d.updated as usize;
+        }
+        assert!(data.updated);
+        assert_eq!((proofs, diffs), (1, 1), "block {}", b.id.seqno);
+        assert!(data.handle.has_all_block_parts());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s21_wait_for_block() {
+    let t = TempStorage::new();
+    let s = t.s().clone();
+    let b = archive_1_blocks().into_iter().next().unwrap();
+    let waiter = {
+        let (s, id) = (s.clone(), b.id);
+        tokio::spawn(async move { s.components().wait_for_block(&id, None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    s.components()
+        .store_block_data(&b.id, Bytes::from(b.data.clone()), b.meta())
+        .await
+        .unwrap();
+    let (h, block) = waiter.await.unwrap().unwrap();
+    assert_eq!(h.id(), &b.id);
+    assert_eq!(block.id, b.id);
+    // Already stored: immediate.
+    assert!(s
+        .components()
+        .wait_for_block(&b.id, Some(Duration::from_millis(1)))
+        .await
+        .is_ok());
+
+    let missing = mc_id(7777);
+    assert!(matches!(
+        s.components()
+            .wait_for_block(&missing, Some(Duration::from_millis(50)))
+            .await,
+        Err(StorageError::Timeout)
+    ));
+    {
+        let fut = s.components().wait_for_block(&missing, None);
+        let _ = tokio::time::timeout(Duration::from_millis(10), fut).await;
+    }
+    assert_eq!(
+        s.components().data_waiter_keys(),
+        0,
+        "dropping the future removes its registration"
+    );
+}
+
+#[tokio::test]
+async fn s22_find_mc_block_data() {
+    let t = TempStorage::new();
+    ingest_archive_1(t.s()).await;
+    let c = t.s().components();
+    let b = c.find_mc_block_data(50).unwrap().unwrap();
+    assert!(b.id.is_masterchain() && b.id.seqno == 50);
+    assert!(c.find_mc_block_data(101).unwrap().is_none());
+    assert!(c.find_mc_block_data(u32::MAX).unwrap().is_none());
+}
+
+#[tokio::test]
+async fn s23_list_blocks() {
+    let t = TempStorage::new();
+    let blocks = ingest_archive_1(t.s()).await;
+    let c = t.s().components();
+    let mut all: Vec<_> = blocks.iter().map(|b| b.id).collect();
+    all.sort_by_key(BlockKey::of);
+
+    let (ids, cont) = c.list_blocks(None).unwrap();
+    assert_eq!(ids, all);
+    assert!(cont.is_none());
+    assert!(!ids[0].is_masterchain(), "shard blocks first");
+
+    let collect = |page: usize| {
+        let mut out = Vec::new();
+        let mut cont = None;
+        let mut pages = 0;
+        loop {
+            let (ids, next) = c.list_blocks_paged(cont, page).unwrap();
+            pages += 1;
+            out.extend(ids);
+            match next {
+                Some(k) => cont = Some(k),
+                None => break,
+            }
+        }
+        (out, pages)
+    };
+    let (ids, pages) = collect(10);
+    assert_eq!(pages, 11);
+    assert_eq!(ids, all);
+
+    // A fork: a second shard block with seqno 5.
+    let fork = synthetic_id(ShardIdent::BASECHAIN, 5, 42);
+    let (h, _) = t
+        .s()
+        .handles()
+        .create_or_load_handle(&fork, meta(63))
+        .unwrap();
+    c.store_raw_component_for_tests(&h, ArchiveEntryType::Block, b"fork data")
+        .unwrap();
+    let mut with_fork = all.clone();
+    with_fork.push(fork);
+    with_fork.sort_by_key(BlockKey::of);
+    for page in 1..=10 {
+        let (ids, _) = collect(page);
+        assert_eq!(ids, with_fork, "page size {page}");
+        assert_eq!(
+            ids.iter()
+                .filter(|id| !id.is_masterchain() && id.seqno == 5)
+                .count(),
+            2
+        );
+    }
+}
+
+#[tokio::test]
+async fn s24_first_queue_diff() {
+    let expected = fixture("first_block_queue_diff.bin");
+    let blocks = archive_1_blocks();
+    let mc1 = blocks
+        .iter()
+        .find(|b| b.id.is_masterchain() && b.id.seqno == 1)
+        .unwrap();
+    assert_eq!(mc1.queue_diff, expected);
+    let t = TempStorage::new();
+    ingest_archive_1(t.s()).await;
+    let h = t.s().handles().load_handle(&mc1.id).unwrap().unwrap();
+    assert_eq!(
+        t.s().components().load_queue_diff_raw(&h).await.unwrap(),
+        expected
+    );
+    let parsed = t.s().components().load_queue_diff(&h).await.unwrap();
+    assert_eq!(parsed.seqno, 1);
+}
