@@ -95,13 +95,13 @@ impl<R: Read> ArchiveReader<R> {
         offset: u64,
         block_id: Option<BlockId>,
         kind: ArchiveErrorKind,
-    ) -> ArchiveError {
+    ) -> Box<ArchiveError> {
         self.failed = true;
-        ArchiveError {
+        Box::new(ArchiveError {
             offset,
             block_id,
             kind,
-        }
+        })
     }
 
     /// Fills `buf` as far as the stream allows; returns how many bytes were read.
