@@ -123,8 +123,8 @@ impl BlockComponentStorage {
             MaybeExistingHandle::Existing(h) => {
                 if h.id() != id {
                     return Err(StorageError::BlockHandleIdMismatch {
-                        expected: *id,
-                        actual: *h.id(),
+                        expected: Box::new(*id),
+                        actual: Box::new(*h.id()),
                     });
                 }
                 Ok((h, false))

@@ -46,9 +46,9 @@ pub enum StorageError {
     #[error("block handle id mismatch: expected {expected}, handle is {actual}")]
     BlockHandleIdMismatch {
         /// The id the call was for.
-        expected: BlockId,
+        expected: Box<BlockId>,
         /// The handle's id.
-        actual: BlockId,
+        actual: Box<BlockId>,
     },
     /// The handle was evicted by GC and is inert; reload it.
     #[error("block handle {0} was removed by GC")]
