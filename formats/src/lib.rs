@@ -9,6 +9,7 @@ pub mod archive;
 pub mod block_id;
 pub mod error;
 pub mod queue_diff;
+pub mod queue_state;
 
 pub use block_id::{decode_block_id, encode_block_id, BlockKey, BLOCK_ID_LEN, BLOCK_KEY_LEN};
 pub use error::FormatError;

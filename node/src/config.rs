@@ -16,6 +16,9 @@ pub struct NodeConfig {
     /// Block storage settings (`root_dir` is always the data directory).
     #[serde(default)]
     pub storage: StorageConfig,
+    /// Internal message queue settings (queue.md §8).
+    #[serde(default)]
+    pub internal_queue: regolith_queue::QueueConfig,
 }
 
 /// The zerostate id as Tycho writes it in the global config.

@@ -9,12 +9,14 @@ use bytes::Bytes;
 use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
 use regolith_formats::queue_diff::{queue_diff_hash, QueueDiff};
 use regolith_formats::BlockId;
+use regolith_queue::DiffZone;
 use regolith_storage::{
     BlockHandle, Direction, MaybeExistingHandle, NewBlockMeta, ParsedBlock, Storage,
 };
 use tycho_types::models::PrevBlockRef;
 
 use crate::progress::Progress;
+use crate::queue_sync::{self, NodeQueue};
 
 /// What one archive import did.
 #[derive(Debug, Default, serde::Serialize)]
@@ -94,14 +96,16 @@ fn check_block(id: &BlockId, offset: u64, raw: &[u8]) -> Result<Checked> {
     })
 }
 
-fn read_entries(
-    path: &Path,
-) -> Result<(
+/// An archive read into memory: the parts of every block, the blocks in archive order, the decompressed
+/// bytes read, and the error that stopped the reading early (what came before it is kept).
+type ReadArchive = (
     HashMap<BlockId, Parts>,
     Vec<BlockId>,
     u64,
     Option<anyhow::Error>,
-)> {
+);
+
+fn read_entries(path: &Path) -> Result<ReadArchive> {
     let file = std::fs::File::open(path)
         .with_context(|| format!("cannot open archive {}", path.display()))?;
     let mut reader = ArchiveReader::new_compressed(std::io::BufReader::new(file))
@@ -156,6 +160,7 @@ fn read_entries(
 /// references); everything stored before a bad entry stays valid.
 pub async fn import_archive(
     storage: &Storage,
+    queue: &NodeQueue,
     path: &Path,
     progress: &Progress,
 ) -> Result<ImportReport> {
@@ -244,6 +249,8 @@ pub async fn import_archive(
 
     progress.start(path, plan.len() as u64);
     let mut bytes_done = 0u64;
+    // The first diff of each shard in this pass is applied without the continuity check (queue.md §5.1).
+    let mut queue_started: HashSet<regolith_formats::ShardIdent> = HashSet::new();
     for (id, ref_mc, mc_is_key) in plan {
         if ref_mc <= last_mc.seqno {
             report.blocks_already_present += 1;
@@ -295,6 +302,7 @@ pub async fn import_archive(
                 "queue diff hash {diff_hash} differs from the block's {expected_diff_hash}"
             )));
         }
+        let queue_diff = Bytes::from(diff);
         let data = Bytes::from(p.data.map(|(_, d)| d).unwrap_or_default());
         let data_len = data.len() as u64;
 
@@ -320,7 +328,7 @@ pub async fn import_archive(
         components
             .store_queue_diff(
                 &id,
-                Bytes::from(diff),
+                queue_diff.clone(),
                 MaybeExistingHandle::Existing(handle.clone()),
             )
             .await
@@ -330,10 +338,25 @@ pub async fn import_archive(
             .archives()
             .move_into_archive(&handle, mc_is_key)
             .with_context(|| at("moving into archive"))?;
+        let check = if queue_started.insert(id.shard) {
+            None
+        } else {
+            Some(DiffZone::Both)
+        };
+        queue_sync::apply_block_diff(queue, &c.parsed, &queue_diff, check)
+            .with_context(|| at("applying its queue diff"))?;
+        if !id.is_masterchain() {
+            crate::crash::point("shard-diff-applied");
+        }
         if id.is_masterchain() {
+            // The block is applied first, then the queue commits on it: a crash in between is repaired at the
+            // next start (queue.md §5.4), never the other way round.
             storage.node_state().store_last_mc_block_id(&id)?;
             report.last_mc_seqno = id.seqno;
             expected_prev_mc = id;
+            crate::crash::point("mc-block-applied");
+            queue_sync::commit_mc_block(queue, &c.parsed)
+                .with_context(|| at("committing the queue"))?;
         }
         report.blocks_imported += 1;
         bytes_done += data_len;

@@ -106,6 +106,7 @@ pub fn init(data: &DataDir, zerostate_path: &Path) -> Result<InitReport> {
         NodeConfig {
             node_secret_key: hex::encode(key),
             storage: regolith_storage::StorageConfig::new(&data.root),
+            internal_queue: Default::default(),
         }
     };
 

@@ -223,3 +223,123 @@ fn scalar(v: &Value) -> String {
         other => other.to_string(),
     }
 }
+
+/// `inspect queue`: commit pointers, the last committed mc block, per shard its diffs (seqno, zone, message
+/// counts per partition) and the GC bounds; `with_digest` adds a BLAKE3 digest of the whole queue content.
+pub fn queue(data_root: &std::path::Path, with_digest: bool) -> Result<Value> {
+    use regolith_queue::{DiffZone, QueueStorage, QUEUE_DB_DIR};
+    if !data_root.join(QUEUE_DB_DIR).exists() {
+        bail!(
+            "{} holds no queue database yet (it is created by `regolith import` or `regolith run`)",
+            data_root.display()
+        );
+    }
+    let queue = match QueueStorage::open(data_root) {
+        Ok(q) => q,
+        Err(e) if e.to_string().contains("lock") => QueueStorage::open_read_only(data_root)
+            .context("cannot open the queue database read-only")?,
+        Err(e) => return Err(e.into()),
+    };
+    let overview = queue.overview(with_digest)?;
+    let key = |k: &regolith_queue::QueueKey| json!({"lt": k.lt, "hash": k.hash.to_string()});
+    let mut shards: BTreeMap<ShardIdent, Vec<Value>> = BTreeMap::new();
+    for d in &overview.diffs {
+        let zone = match d.zone {
+            DiffZone::Committed => "committed",
+            _ => "uncommitted",
+        };
+        let per_partition: BTreeMap<String, u64> = d
+            .messages_per_partition
+            .iter()
+            .map(|(p, n)| (p.to_string(), *n))
+            .collect();
+        shards.entry(d.shard).or_default().push(json!({
+            "seqno": d.seqno,
+            "zone": zone,
+            "messages_per_partition": per_partition,
+            "min_message": key(&d.info.min_message),
+            "max_message": key(&d.info.max_message),
+            "hash": d.info.hash.to_string(),
+        }));
+    }
+    let count = |zone: DiffZone| overview.diffs.iter().filter(|d| d.zone == zone).count();
+    Ok(json!({
+        "last_committed_mc_block": overview.last_committed_mc_block.map(|id| id.to_string()),
+        "commit_pointers": overview.commit_pointers.iter().map(|(shard, p)| {
+            json!({"shard": shard.to_string(), "seqno": p.seqno, "queue_key": key(&p.queue_key)})
+        }).collect::<Vec<_>>(),
+        "committed_diffs": count(DiffZone::Committed),
+        "uncommitted_diffs": count(DiffZone::Uncommitted),
+        "shards": shards.iter().map(|(shard, diffs)| {
+            json!({"shard": shard.to_string(), "diffs": diffs})
+        }).collect::<Vec<_>>(),
+        "gc_bounds": overview.gc_bounds.iter().map(|(shard, bound)| {
+            json!({"source_shard": shard.to_string(), "delete_up_to": key(bound)})
+        }).collect::<Vec<_>>(),
+        "content_digest": overview.content_digest.map(|d| d.to_string()),
+    }))
+}
+
+/// The text form of `inspect queue`: pointers, then one line per diff, then the GC bounds.
+pub fn print_queue_text(view: &Value) {
+    let lt = |k: &Value| k["lt"].as_u64().unwrap_or_default();
+    println!(
+        "last committed mc block: {}",
+        view["last_committed_mc_block"].as_str().unwrap_or("none")
+    );
+    println!("commit pointers:");
+    for p in view["commit_pointers"].as_array().into_iter().flatten() {
+        println!(
+            "  {:<22} seqno {:<10} up to lt {}",
+            p["shard"].as_str().unwrap_or_default(),
+            p["seqno"].as_u64().unwrap_or_default(),
+            lt(&p["queue_key"])
+        );
+    }
+    println!(
+        "diffs: {} committed, {} uncommitted",
+        view["committed_diffs"], view["uncommitted_diffs"]
+    );
+    for shard in view["shards"].as_array().into_iter().flatten() {
+        let diffs = shard["diffs"].as_array().cloned().unwrap_or_default();
+        println!(
+            "shard {} ({} diffs)",
+            shard["shard"].as_str().unwrap_or_default(),
+            diffs.len()
+        );
+        println!(
+            "  {:>10}  {:<11}  {:>20}  {:>20}  messages per partition",
+            "seqno", "zone", "min lt", "max lt"
+        );
+        for d in diffs {
+            let per_partition = d["messages_per_partition"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(p, n)| format!("p{p}={n}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "-".into());
+            println!(
+                "  {:>10}  {:<11}  {:>20}  {:>20}  {per_partition}",
+                d["seqno"].as_u64().unwrap_or_default(),
+                d["zone"].as_str().unwrap_or_default(),
+                lt(&d["min_message"]),
+                lt(&d["max_message"])
+            );
+        }
+    }
+    println!("gc bounds (delete up to, inclusive):");
+    for b in view["gc_bounds"].as_array().into_iter().flatten() {
+        println!(
+            "  {:<22} lt {}",
+            b["source_shard"].as_str().unwrap_or_default(),
+            lt(&b["delete_up_to"])
+        );
+    }
+    if let Some(digest) = view["content_digest"].as_str() {
+        println!("content digest: {digest}");
+    }
+}

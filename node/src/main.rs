@@ -1,16 +1,21 @@
 //! The `regolith` binary: initialise a node from a zerostate, import archives, inspect the data directory
 //! and run the node.
 
+mod bench;
 mod config;
+mod crash;
 mod import;
 mod init;
 mod inspect;
+mod ledger_cmd;
 mod progress;
+mod queue_state;
+mod queue_sync;
 mod run;
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 use crate::config::DataDir;
@@ -60,8 +65,33 @@ enum Command {
         #[command(subcommand)]
         what: InspectCommand,
     },
+    /// Import a persistent queue state (zstd-compressed or plain TL `block.queueState`) into the queue.
+    ImportQueueState {
+        /// The block of the state: full id, `wc:prefix:seqno` or an mc seqno of a stored block.
+        #[arg(long)]
+        block: String,
+        /// The queue-state file.
+        #[arg(long)]
+        file: PathBuf,
+        /// Expected hash of the newest diff (hex); default: the stored block's `diff_hash`.
+        #[arg(long)]
+        diff_hash: Option<String>,
+        /// Expected number of diffs; default: the stored block's `tail_len`.
+        #[arg(long)]
+        tail_len: Option<u32>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the node until SIGINT/SIGTERM.
     Run,
+    /// Benchmarks that print figures.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+    /// The receiver journal of cross-chain announcements (`<data>/ledger`).
+    Ledger(ledger_cmd::LedgerArgs),
 }
 
 #[derive(Subcommand)]
@@ -77,6 +107,31 @@ enum InspectCommand {
     Archives,
     /// Blocks per shard, last applied mc block, startup check counts.
     Summary,
+    /// The internal queue: commit pointers, diffs per shard with zones and counts, GC bounds.
+    Queue {
+        /// Also print a BLAKE3 digest of the whole queue content (reads every message).
+        #[arg(long)]
+        digest: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The internal-queue cases of queue.md §12 (fresh temp databases; build with --release).
+    Queue {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Smaller workloads, for a quick look.
+        #[arg(long)]
+        quick: bool,
+        /// Only these cases (comma-separated names as printed).
+        #[arg(long, value_delimiter = ',')]
+        cases: Vec<String>,
+        /// The queue-state file for the import case.
+        #[arg(long, default_value = "../shared/fixtures/queue_state/shard.bin")]
+        import_file: PathBuf,
+    },
 }
 
 fn init_logging() {
@@ -150,9 +205,12 @@ async fn execute(cli: Cli) -> Result<()> {
                 }
             }
             let storage = open_storage(config.storage)?;
+            // No GC during import: the committed queue must end exactly as a clean import leaves it.
+            let (queue, _) =
+                queue_sync::start(&data.root, &storage, config.internal_queue, false).await?;
             let progress = progress::Progress::new(quiet || json);
             for file in &files {
-                let report = import::import_archive(&storage, file, &progress).await?;
+                let report = import::import_archive(&storage, &queue, file, &progress).await?;
                 if json {
                     println!("{}", serde_json::to_string(&report)?);
                 } else if report.blocks_imported == 0 {
@@ -172,10 +230,23 @@ async fn execute(cli: Cli) -> Result<()> {
                 }
             }
         }
+        Command::Inspect {
+            json,
+            what: InspectCommand::Queue { digest },
+        } => {
+            data.load_node_config()?;
+            let view = inspect::queue(&data.root, digest)?;
+            if json {
+                inspect::print(&view, true);
+            } else {
+                inspect::print_queue_text(&view);
+            }
+        }
         Command::Inspect { json, what } => {
             let config = data.load_node_config()?;
             let storage = inspect::open_for_inspect(config.storage)?;
             let value = match what {
+                InspectCommand::Queue { .. } => unreachable!("handled above"),
                 InspectCommand::Block { block } => inspect::block(&storage, &block).await?,
                 InspectCommand::KeyBlocks => inspect::key_blocks(&storage)?,
                 InspectCommand::Archives => inspect::archives(&storage)?,
@@ -183,7 +254,50 @@ async fn execute(cli: Cli) -> Result<()> {
             };
             inspect::print(&value, json);
         }
+        Command::ImportQueueState {
+            block,
+            file,
+            diff_hash,
+            tail_len,
+            json,
+        } => {
+            let config = data.load_node_config()?;
+            let diff_hash = diff_hash
+                .map(|h| parse_hash(&h).context("--diff-hash"))
+                .transpose()?;
+            let storage = open_storage(config.storage)?;
+            let report =
+                queue_state::import(&data.root, &storage, &block, &file, diff_hash, tail_len)
+                    .await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!(
+                    "imported the queue state of {}: {} diffs, {} messages (diff hash {}, tail_len {})",
+                    report.block, report.diffs, report.messages, report.diff_hash, report.tail_len
+                );
+            }
+        }
+        Command::Bench {
+            what:
+                BenchCommand::Queue {
+                    json,
+                    quick,
+                    cases,
+                    import_file,
+                },
+        } => bench::queue(json, quick, &cases, &import_file)?,
         Command::Run => run::run(&data).await?,
+        Command::Ledger(args) => ledger_cmd::run(&data.root, args)?,
     }
     Ok(())
+}
+
+/// A 32-byte hash in hex.
+fn parse_hash(hex_str: &str) -> Result<regolith_formats::HashBytes> {
+    let bytes = hex::decode(hex_str.trim()).context("not hex")?;
+    let bytes: [u8; 32] = bytes
+        .try_into()
+        .map_err(|b: Vec<u8>| anyhow::anyhow!("a hash has 32 bytes, not {}", b.len()))?;
+    Ok(regolith_formats::HashBytes(bytes))
 }

@@ -1,5 +1,6 @@
-//! `regolith run`: the node's main job. For now: open the storage (startup check, archive recovery), report
-//! its state, run block and archive GC on schedule, and stay up until SIGINT/SIGTERM.
+//! `regolith run`: the node's main job. For now: open the storage (startup check, archive recovery) and the
+//! internal queue (queue.md §5.4 start procedure, GC task), report their state, run block and archive GC on
+//! schedule, and stay up until SIGINT/SIGTERM.
 
 use std::time::Duration;
 
@@ -11,9 +12,13 @@ use crate::config::DataDir;
 
 /// Runs until a shutdown signal.
 pub async fn run(data: &DataDir) -> Result<()> {
+    // Handlers first: a signal that arrives while the node starts must stop it cleanly, not kill it.
+    let shutdown = Shutdown::install()?;
     let node_config = data.load_node_config()?;
     let global = data.load_global_config()?;
     let storage = crate::open_storage(node_config.storage.clone())?;
+    let (queue, queue_start) =
+        crate::queue_sync::start(&data.root, &storage, node_config.internal_queue, true).await?;
     let stats = storage.open_stats();
     let last_mc = storage.node_state().load_last_mc_block_id()?;
     tracing::info!(
@@ -24,6 +29,7 @@ pub async fn run(data: &DataDir) -> Result<()> {
         orphaned_flags = stats.consistency.orphaned_flags_count,
         restored_flags = stats.consistency.restored_flags_count,
         archives = stats.archives.archive_count,
+        queue_reapplied = queue_start.reapplied_diffs,
         "node started"
     );
     println!(
@@ -33,10 +39,11 @@ pub async fn run(data: &DataDir) -> Result<()> {
     );
 
     let gc_task = tokio::spawn(gc_loop(storage.clone()));
-    shutdown_signal().await;
+    shutdown.wait().await;
     tracing::info!("shutting down");
     gc_task.abort();
     let _ = gc_task.await;
+    queue.stop_gc();
     storage.archives().wait_for_archive_commit().await;
     Ok(())
 }
@@ -70,17 +77,25 @@ async fn gc_loop(storage: Storage) {
     }
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// SIGINT and SIGTERM, installed before the node reports that it runs.
+struct Shutdown {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Shutdown {
+    fn install() -> Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
     }
 }

@@ -1,94 +1,12 @@
 //! End-to-end tests of the `regolith` binary: init, import, inspect, bad input and SIGKILL during import.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Command;
 use std::time::Duration;
 
+use common::*;
 use serde_json::Value;
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
-}
-
-fn regolith(data: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_regolith"))
-        .arg("--data")
-        .arg(data)
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap()
-}
-
-fn ok(data: &Path, args: &[&str]) -> String {
-    let out = regolith(data, args);
-    assert!(
-        out.status.success(),
-        "regolith {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn fails(data: &Path, args: &[&str]) -> String {
-    let out = regolith(data, args);
-    assert!(!out.status.success(), "regolith {args:?} should fail");
-    String::from_utf8(out.stderr).unwrap()
-}
-
-fn summary(data: &Path) -> Value {
-    serde_json::from_str(&ok(data, &["inspect", "--json", "summary"])).unwrap()
-}
-
-fn init(data: &Path) {
-    let zerostate = fixtures().join("zerostate.boc");
-    let out = ok(data, &["init", "--zerostate", zerostate.to_str().unwrap()]);
-    assert!(
-        out.contains("zerostate id: -1:8000000000000000:0:"),
-        "{out}"
-    );
-    assert!(
-        out.contains("1172c1f335257481cd1fcd0e4778a68cdefc39f0c9c1633ec6e43cca6819eb1a"),
-        "{out}"
-    );
-    assert!(out.contains("overlay id:"), "{out}");
-}
-
-fn archive_1() -> String {
-    fixtures()
-        .join("archive_1.bin")
-        .to_str()
-        .unwrap()
-        .to_string()
-}
-
-fn assert_clean(summary: &Value) {
-    let check = &summary["startup_check"];
-    for key in [
-        "orphaned_flags_count",
-        "restored_flags_count",
-        "dangling_ids_count",
-    ] {
-        assert_eq!(check[key], 0, "{key} in {summary}");
-    }
-}
-
-fn assert_full_chain(summary: &Value) {
-    assert_eq!(summary["blocks_total"], 108, "{summary}");
-    assert!(summary["last_applied_mc_block"]
-        .as_str()
-        .unwrap()
-        .starts_with("-1:8000000000000000:100:"));
-    let shards = summary["blocks_per_shard"].as_array().unwrap();
-    let count = |shard: &str| {
-        shards
-            .iter()
-            .find(|s| s["shard"] == shard)
-            .map(|s| s["blocks"].as_u64().unwrap())
-    };
-    assert_eq!(count("-1:8000000000000000"), Some(101));
-    assert_eq!(count("0:8000000000000000"), Some(7));
-}
 
 #[test]
 fn init_import_inspect_and_reimport() {

@@ -1,0 +1,142 @@
+//! `regolith import-queue-state`: the cold-boot import of a persistent queue state file (queue.md §5.9). The
+//! expected diff hash and tail length come from the stored block, or from the command line.
+
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use regolith_formats::block_id::parse_block_id;
+use regolith_formats::{BlockId, HashBytes, ShardIdent};
+use regolith_queue::{ImportSummary, QueueStorage};
+use regolith_storage::Storage;
+
+/// zstd frame magic.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+/// A decompressed queue state may not exceed this (the TL limits allow far less in practice).
+const MAX_STATE_BYTES: u64 = 4 << 30;
+
+/// What the import did.
+#[derive(Debug, serde::Serialize)]
+pub struct QueueStateReport {
+    /// The block the state belongs to.
+    pub block: String,
+    /// The expected diff hash that was checked.
+    pub diff_hash: String,
+    /// The expected tail length that was checked.
+    pub tail_len: u32,
+    /// Whether the file was zstd-compressed.
+    pub compressed: bool,
+    /// Diffs imported.
+    pub diffs: usize,
+    /// Messages imported.
+    pub messages: usize,
+    /// The commit pointer set for the shard (seqno).
+    pub pointer_seqno: Option<u32>,
+}
+
+/// The block a `--block` argument names: a full id, or `wc:prefix:seqno` / an mc seqno resolved among the
+/// stored blocks.
+pub fn resolve_block_id(storage: &Storage, what: &str) -> Result<BlockId> {
+    if let Ok(id) = parse_block_id(what) {
+        return Ok(id);
+    }
+    let (shard, seqno) = if let Ok(seqno) = what.parse::<u32>() {
+        (ShardIdent::MASTERCHAIN, seqno)
+    } else {
+        let parts: Vec<&str> = what.split(':').collect();
+        let [wc, prefix, seqno] = parts[..] else {
+            bail!("`{what}` is not a block id (wc:prefix:seqno[:root:file]) or an mc seqno");
+        };
+        let wc: i32 = wc
+            .parse()
+            .with_context(|| format!("bad workchain in `{what}`"))?;
+        let prefix = u64::from_str_radix(prefix, 16)
+            .with_context(|| format!("bad shard prefix in `{what}`"))?;
+        let shard = ShardIdent::new(wc, prefix)
+            .ok_or_else(|| anyhow!("`{what}` names an invalid shard"))?;
+        let seqno: u32 = seqno
+            .parse()
+            .with_context(|| format!("bad seqno in `{what}`"))?;
+        (shard, seqno)
+    };
+    match storage.handles().find_block_ids(&shard, seqno)?.as_slice() {
+        [id] => Ok(*id),
+        [] => bail!(
+            "block {shard}:{seqno} is not stored; give its full id (wc:prefix:seqno:root:file) with --diff-hash and --tail-len"
+        ),
+        _ => bail!("several blocks {shard}:{seqno} are stored (a fork); give the full id"),
+    }
+}
+
+/// The diff hash and tail length the block itself declares (`out_msg_queue_updates`).
+async fn expected_from_block(storage: &Storage, id: &BlockId) -> Result<(HashBytes, u32)> {
+    let handle = storage.handles().load_handle(id)?.ok_or_else(|| {
+        anyhow!("block {id} is not stored: pass the expected --diff-hash and --tail-len")
+    })?;
+    if !handle.has_data() {
+        bail!("block {id} has no data stored: pass the expected --diff-hash and --tail-len");
+    }
+    let block = storage.components().load_block_data(&handle).await?;
+    let updates = &block.block.out_msg_queue_updates;
+    Ok((updates.diff_hash, updates.tail_len))
+}
+
+/// Reads a queue-state file: zstd-compressed (detected by its magic) or plain TL.
+fn read_state_file(path: &Path) -> Result<(Vec<u8>, bool)> {
+    let raw = std::fs::read(path)
+        .with_context(|| format!("cannot read queue state {}", path.display()))?;
+    if !raw.starts_with(&ZSTD_MAGIC) {
+        return Ok((raw, false));
+    }
+    let decoder = zstd::stream::read::Decoder::new(raw.as_slice())
+        .with_context(|| format!("{}: bad zstd stream", path.display()))?;
+    let mut out = Vec::new();
+    decoder
+        .take(MAX_STATE_BYTES + 1)
+        .read_to_end(&mut out)
+        .with_context(|| format!("{}: corrupted zstd stream", path.display()))?;
+    if out.len() as u64 > MAX_STATE_BYTES {
+        bail!(
+            "{}: decompresses to more than {MAX_STATE_BYTES} bytes",
+            path.display()
+        );
+    }
+    Ok((out, true))
+}
+
+/// Imports `file` as the queue state of `block`. Any error writes nothing.
+pub async fn import(
+    data_root: &Path,
+    storage: &Storage,
+    block: &str,
+    file: &Path,
+    diff_hash: Option<HashBytes>,
+    tail_len: Option<u32>,
+) -> Result<QueueStateReport> {
+    let id = resolve_block_id(storage, block)?;
+    let (diff_hash, tail_len) = match (diff_hash, tail_len) {
+        (Some(h), Some(t)) => (h, t),
+        (h, t) => {
+            let (block_hash, block_tail) = expected_from_block(storage, &id).await?;
+            (h.unwrap_or(block_hash), t.unwrap_or(block_tail))
+        }
+    };
+    let (data, compressed) = read_state_file(file)?;
+    let queue = QueueStorage::open(data_root)?;
+    let summary: ImportSummary = tokio::task::spawn_blocking({
+        let queue = queue.clone();
+        move || queue.import_queue_state(&id, &diff_hash, tail_len, &data)
+    })
+    .await
+    .context("the import task failed")?
+    .with_context(|| format!("importing queue state {} for block {id}", file.display()))?;
+    Ok(QueueStateReport {
+        block: id.to_string(),
+        diff_hash: diff_hash.to_string(),
+        tail_len,
+        compressed,
+        diffs: summary.diffs,
+        messages: summary.messages,
+        pointer_seqno: summary.pointer.map(|p| p.seqno),
+    })
+}

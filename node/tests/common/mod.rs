@@ -1,0 +1,125 @@
+//! Helpers shared by the CLI tests: running the `regolith` binary on a data dir and reading its JSON.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+pub fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
+}
+
+pub fn regolith(data: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_regolith"))
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+pub fn ok(data: &Path, args: &[&str]) -> String {
+    let out = regolith(data, args);
+    assert!(
+        out.status.success(),
+        "regolith {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+pub fn fails(data: &Path, args: &[&str]) -> String {
+    let out = regolith(data, args);
+    assert!(!out.status.success(), "regolith {args:?} should fail");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+pub fn summary(data: &Path) -> Value {
+    serde_json::from_str(&ok(data, &["inspect", "--json", "summary"])).unwrap()
+}
+
+pub fn init(data: &Path) {
+    let zerostate = fixtures().join("zerostate.boc");
+    let out = ok(data, &["init", "--zerostate", zerostate.to_str().unwrap()]);
+    assert!(
+        out.contains("zerostate id: -1:8000000000000000:0:"),
+        "{out}"
+    );
+    assert!(
+        out.contains("1172c1f335257481cd1fcd0e4778a68cdefc39f0c9c1633ec6e43cca6819eb1a"),
+        "{out}"
+    );
+    assert!(out.contains("overlay id:"), "{out}");
+}
+
+pub fn archive_1() -> String {
+    fixtures()
+        .join("archive_1.bin")
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+pub fn assert_clean(summary: &Value) {
+    let check = &summary["startup_check"];
+    for key in [
+        "orphaned_flags_count",
+        "restored_flags_count",
+        "dangling_ids_count",
+    ] {
+        assert_eq!(check[key], 0, "{key} in {summary}");
+    }
+}
+
+pub fn assert_full_chain(summary: &Value) {
+    assert_eq!(summary["blocks_total"], 108, "{summary}");
+    assert!(summary["last_applied_mc_block"]
+        .as_str()
+        .unwrap()
+        .starts_with("-1:8000000000000000:100:"));
+    let shards = summary["blocks_per_shard"].as_array().unwrap();
+    let count = |shard: &str| {
+        shards
+            .iter()
+            .find(|s| s["shard"] == shard)
+            .map(|s| s["blocks"].as_u64().unwrap())
+    };
+    assert_eq!(count("-1:8000000000000000"), Some(101));
+    assert_eq!(count("0:8000000000000000"), Some(7));
+}
+
+/// `inspect queue --json --digest`.
+pub fn queue_view(data: &Path) -> Value {
+    serde_json::from_str(&ok(data, &["inspect", "--json", "queue", "--digest"])).unwrap()
+}
+
+/// Starts `regolith run`, waits until it reports that it is running, then stops it with SIGTERM and checks
+/// that it exits cleanly.
+pub fn start_and_stop(data: &Path) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_regolith"))
+        .arg("--data")
+        .arg(data)
+        .arg("run")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let running = lines.any(|l| l.is_ok_and(|l| l.contains("running")));
+    if !running {
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "regolith run did not start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "regolith run exited with {status}");
+}

@@ -1,0 +1,124 @@
+//! Commit by mc block (queue.md §5.2): pointers advance to the `max_message` of each listed block's diff, the
+//! last committed mc block is recorded, and the GC bounds become the minimum `processed_to` per source.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use regolith_formats::ShardIdent;
+use rocksdb::WriteBatch;
+use tycho_types::models::BlockIdShort;
+
+use crate::db::{FailPoints, QueueSnapshot};
+use crate::diff::{CommitPointer, TopBlock};
+use crate::error::{QueueError, Result};
+use crate::gc::GcState;
+use crate::key::{PartitionIdx, QueueKey};
+use crate::storage::QueueStorage;
+use crate::tables::{
+    BlockIdBe, DiffInfoKey, IntMsgCommitPointer, IntMsgDiffInfo, IntMsgVar, ShardKey, Table,
+    LAST_COMMITTED_MC_BLOCK_ID,
+};
+
+/// Commits the diffs of an mc block and its top shard blocks.
+pub(crate) fn commit(
+    storage: &QueueStorage,
+    gc: &GcState,
+    zerostate_seqno: u32,
+    top_blocks: &[TopBlock],
+    partitions: &[PartitionIdx],
+) -> Result<()> {
+    let _exclusive = storage.global.write();
+    let db = storage.db().clone();
+    let snapshot = QueueSnapshot::new(db.clone());
+
+    // 1. The mc block.
+    let mc = top_blocks
+        .iter()
+        .find(|b| b.block_id.shard.is_masterchain())
+        .ok_or(QueueError::NoMasterchainBlock)?;
+
+    // 2. Idempotency: a repeated or older commit writes nothing and changes no GC bound.
+    if let Some(ptr) = snapshot.get::<IntMsgCommitPointer>(&ShardKey(ShardIdent::MASTERCHAIN))? {
+        if ptr.seqno >= mc.block_id.seqno {
+            tracing::debug!(
+                mc = mc.block_id.seqno,
+                committed = ptr.seqno,
+                "commit skipped: already committed"
+            );
+            return Ok(());
+        }
+    }
+
+    // 3. Records, pointers and bounds.
+    let mut seen = BTreeSet::new();
+    let mut new_pointers = BTreeMap::new();
+    let mut bounds: BTreeMap<ShardIdent, QueueKey> = BTreeMap::new();
+    for top in top_blocks {
+        let id = &top.block_id;
+        if !seen.insert(id.shard) {
+            return Err(QueueError::DuplicateShard(id.shard));
+        }
+        let record = snapshot.get::<IntMsgDiffInfo>(&DiffInfoKey {
+            shard: id.shard,
+            seqno: id.seqno,
+        })?;
+        let Some(record) = record else {
+            if top.updated && top.ref_by_mc_seqno > zerostate_seqno {
+                return Err(QueueError::DiffNotFound {
+                    block: BlockIdShort {
+                        shard: id.shard,
+                        seqno: id.seqno,
+                    },
+                    ref_by_mc_seqno: top.ref_by_mc_seqno,
+                    zerostate_seqno,
+                });
+            }
+            continue;
+        };
+        let pointer = CommitPointer {
+            queue_key: record.max_message,
+            seqno: record.seqno,
+        };
+        if let Some(current) = snapshot.get::<IntMsgCommitPointer>(&ShardKey(id.shard))? {
+            if current.queue_key > pointer.queue_key {
+                return Err(QueueError::PointerRegression {
+                    shard: id.shard,
+                    current: current.queue_key,
+                    new: pointer.queue_key,
+                });
+            }
+        }
+        new_pointers.insert(id.shard, pointer);
+        for (src, key) in &record.processed_to {
+            bounds
+                .entry(*src)
+                .and_modify(|b| *b = (*b).min(*key))
+                .or_insert(*key);
+        }
+    }
+    drop(snapshot);
+
+    // 4. One batch: the found shards' pointers and the last committed mc block; then flush both families.
+    let mut batch = WriteBatch::default();
+    for (shard, pointer) in &new_pointers {
+        db.batch_put::<IntMsgCommitPointer>(&mut batch, &ShardKey(*shard), pointer);
+    }
+    db.batch_put::<IntMsgVar>(
+        &mut batch,
+        &LAST_COMMITTED_MC_BLOCK_ID,
+        &BlockIdBe(mc.block_id),
+    );
+    FailPoints::hit(&db.fail_points.commit_batch, "commit batch")?;
+    db.write(batch, &format!("committing mc block {}", mc.block_id.seqno))?;
+    db.flush_tables(&[IntMsgCommitPointer::NAME, IntMsgVar::NAME])?;
+
+    // 5. GC bounds: a plain overwrite per (partition, source).
+    gc.set_bounds(partitions, &bounds);
+    metrics::counter!("regolith_queue_commits_total").increment(1);
+    tracing::debug!(
+        mc = mc.block_id.seqno,
+        pointers = new_pointers.len(),
+        sources = bounds.len(),
+        "queue committed"
+    );
+    Ok(())
+}

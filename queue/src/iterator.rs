@@ -1,0 +1,151 @@
+//! Ordered iteration (queue.md §5.6): one partition, one snapshot, one inner iterator per source shard,
+//! merged by a min-heap so the output is strictly ascending by key across all sources. Messages addressed
+//! outside `for_shard` are skipped by their 9-byte value header, without decoding the body.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::Arc;
+
+use regolith_formats::ShardIdent;
+
+use crate::db::{OwnedIter, QueueSnapshot};
+use crate::error::{QueueError, Result};
+use crate::key::{shard_contains, PartitionIdx, QueueKey, ShardRange};
+use crate::message::MessageValue;
+use crate::tables::{MessageEntry, MessageKey, ShardIntMessages, MESSAGE_KEY_LEN};
+
+struct Source {
+    shard: ShardIdent,
+    iter: OwnedIter,
+}
+
+/// Iterates one partition's messages over several source ranges in ascending key order.
+pub struct QueueIterator<V> {
+    for_shard: ShardIdent,
+    sources: Vec<Source>,
+    heap: BinaryHeap<Reverse<(QueueKey, usize)>>,
+    pending: Vec<Option<Arc<V>>>,
+    needs_refill: Vec<usize>,
+    positions: BTreeMap<ShardIdent, QueueKey>,
+    scanned: u64,
+}
+
+impl<V: MessageValue> QueueIterator<V> {
+    /// Opens the iterator on a snapshot; a source listed twice is an error.
+    pub(crate) fn new(
+        snapshot: Arc<QueueSnapshot>,
+        partition: PartitionIdx,
+        ranges: &[ShardRange],
+        for_shard: ShardIdent,
+    ) -> Result<Self> {
+        let mut sources: Vec<Source> = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            if sources.iter().any(|s| s.shard == range.shard) {
+                return Err(QueueError::DuplicateIteratorSource(range.shard));
+            }
+            let from = MessageKey {
+                partition,
+                shard: range.shard,
+                key: range.from,
+            }
+            .to_bytes();
+            let to = MessageKey {
+                partition,
+                shard: range.shard,
+                key: range.to,
+            }
+            .to_bytes();
+            sources.push(Source {
+                shard: range.shard,
+                iter: OwnedIter::new::<ShardIntMessages>(snapshot.clone(), &from, &to),
+            });
+        }
+        let n = sources.len();
+        Ok(Self {
+            for_shard,
+            sources,
+            heap: BinaryHeap::with_capacity(n),
+            pending: (0..n).map(|_| None).collect(),
+            needs_refill: (0..n).collect(),
+            positions: BTreeMap::new(),
+            scanned: 0,
+        })
+    }
+
+    /// The next message (source shard, message), strictly ascending by key.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<Result<(ShardIdent, Arc<V>)>> {
+        while let Some(index) = self.needs_refill.pop() {
+            match self.refill(index) {
+                Ok(()) => {}
+                // The bad entry was passed; the source continues on the next call.
+                Err(e @ (QueueError::Deserialize { .. } | QueueError::InvalidData { .. })) => {
+                    self.needs_refill.push(index);
+                    return Some(Err(e));
+                }
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let Reverse((_, index)) = self.heap.pop()?;
+        let message = self.pending[index].take()?;
+        self.needs_refill.push(index);
+        Some(Ok((self.sources[index].shard, message)))
+    }
+
+    /// Each source's last key seen, skipped keys included.
+    pub fn current_position(&self) -> BTreeMap<ShardIdent, QueueKey> {
+        self.positions.clone()
+    }
+
+    /// Number of stored messages read so far, skipped ones included.
+    pub fn scanned(&self) -> u64 {
+        self.scanned
+    }
+
+    /// Advances source `index` to its next message for `for_shard` and puts it in the heap.
+    fn refill(&mut self, index: usize) -> Result<()> {
+        let source = &mut self.sources[index];
+        loop {
+            let Some((key, value)) = source.iter.item() else {
+                return source.iter.status();
+            };
+            if key.len() != MESSAGE_KEY_LEN {
+                let what = format!("message key of {} bytes", key.len());
+                source.iter.advance();
+                return Err(QueueError::invalid(what));
+            }
+            let queue_key = QueueKey::from_bytes(&key[14..])?;
+            self.scanned += 1;
+            self.positions.insert(source.shard, queue_key);
+            let (dest_wc, dest_prefix, body) = match MessageEntry::split(value) {
+                Ok(parts) => parts,
+                Err(e) => {
+                    source.iter.advance();
+                    return Err(e);
+                }
+            };
+            if !shard_contains(&self.for_shard, i32::from(dest_wc), dest_prefix) {
+                source.iter.advance();
+                continue;
+            }
+            let decoded = V::deserialize(body);
+            source.iter.advance();
+            let message = decoded.map_err(|reason| QueueError::Deserialize {
+                source_shard: source.shard,
+                key: queue_key,
+                reason,
+            })?;
+            self.pending[index] = Some(Arc::new(message));
+            self.heap.push(Reverse((queue_key, index)));
+            return Ok(());
+        }
+    }
+}
+
+impl<V: MessageValue> Iterator for QueueIterator<V> {
+    type Item = Result<(ShardIdent, Arc<V>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        QueueIterator::next(self)
+    }
+}

@@ -1,0 +1,65 @@
+//! `regolith-queue`: the internal message queue (queue.md).
+//!
+//! Internal messages wait here, per block diff, until a collation of their destination shard takes them.
+//! Diffs enter uncommitted; an mc block commits them; a background GC deletes committed data once every
+//! consumer has processed it. The queue has its own RocksDB (`<data>/int_queue`, six column families).
+//!
+//! - [`QueueStorage`]: the database, its locks, and the cold-boot import of a persistent queue state;
+//! - [`QueueFactory`] / [`Queue`] / [`MessageQueue`]: the facade — apply, commit, clear, iterators, queries,
+//!   the node-start procedure, and the GC task;
+//! - [`diff_from_block`]: the diff of a block received from the network;
+//! - [`bench`]: the benchmark cases of queue.md §12 as a library function.
+
+mod apply;
+pub mod bench;
+mod block_diff;
+mod clear;
+mod commit;
+mod config;
+pub mod db;
+mod delete;
+mod diff;
+mod diff_info;
+mod error;
+mod gc;
+mod import;
+mod iterator;
+mod key;
+mod message;
+mod overview;
+mod queue;
+mod router;
+mod start;
+mod stats;
+mod storage;
+pub mod tables;
+mod zone;
+
+pub use apply::PendingDiff;
+pub use block_diff::{diff_from_block, diff_from_out_msgs, BlockQueueDiff};
+pub use config::{QueueConfig, DEFAULT_GC_INTERVAL};
+pub use db::{FailPoints, QueueDb, QueueSnapshot};
+pub use delete::DeleteRange;
+pub use diff::{CommitPointer, DiffStatistics, PartitionCounts, QueueDiffWithMessages, TopBlock};
+pub use diff_info::DiffInfo;
+pub use error::{ImportFailure, QueueError, Result};
+pub use gc::{GcBounds, GcTickReport};
+pub use import::ImportSummary;
+pub use iterator::QueueIterator;
+pub use key::{BoundedShardRange, PartitionIdx, QueueKey, ShardRange};
+pub use message::{EnqueuedMessage, MessageValue};
+pub use overview::{DiffOverview, QueueOverview};
+pub use queue::{DynMessageQueue, MessageQueue, Queue, QueueFactory};
+pub use router::{PartitionRouter, RouterAddr, RouterHalf};
+pub use stats::{AccountStatistics, SeparatedStatistics};
+pub use storage::{QueueStorage, QUEUE_DB_DIR};
+pub use zone::DiffZone;
+
+impl QueueStorage {
+    /// Runs the delete primitive (§5.5) directly: inclusive ranges, one batch, compaction afterwards.
+    pub fn delete_ranges(&self, ranges: &[DeleteRange]) -> Result<()> {
+        let outcome = delete::delete(self.db(), ranges)?;
+        storage::run_compactions(self.db(), &outcome.compactions);
+        Ok(())
+    }
+}

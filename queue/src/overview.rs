@@ -1,0 +1,166 @@
+//! A read-only overview of the queue for tools (`regolith inspect queue`): commit pointers, the last committed
+//! mc block, every stored diff with its zone and per-partition message counts, the GC bounds implied by the
+//! pointers, and an optional digest of the whole logical content. Everything is read from one snapshot.
+
+use std::collections::BTreeMap;
+
+use regolith_formats::{BlockId, HashBytes, ShardIdent};
+
+use crate::db::{iter_status, QueueSnapshot};
+use crate::diff::CommitPointer;
+use crate::diff_info::DiffInfo;
+use crate::error::Result;
+use crate::key::{PartitionIdx, QueueKey};
+use crate::tables::{self, Codec, Count, DiffInfoKey, IntMsgDiffInfo, IntMsgStatistics, StatKey};
+use crate::zone::{self, DiffZone};
+
+/// One stored diff record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffOverview {
+    /// Source shard.
+    pub shard: ShardIdent,
+    /// Block seqno.
+    pub seqno: u32,
+    /// Committed or uncommitted.
+    pub zone: DiffZone,
+    /// The record.
+    pub info: DiffInfo,
+    /// Partition → messages of this diff counted by its statistics rows.
+    pub messages_per_partition: BTreeMap<PartitionIdx, u64>,
+}
+
+/// The queue as a whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueOverview {
+    /// The last committed mc block.
+    pub last_committed_mc_block: Option<BlockId>,
+    /// Shard → commit pointer.
+    pub commit_pointers: BTreeMap<ShardIdent, CommitPointer>,
+    /// Every record, by shard then seqno.
+    pub diffs: Vec<DiffOverview>,
+    /// Source shard → inclusive GC bound: the minimum `processed_to[src]` over the records at the commit
+    /// pointers (what the last commits asked GC to delete up to).
+    pub gc_bounds: BTreeMap<ShardIdent, QueueKey>,
+    /// BLAKE3 over every (family, key, value) in key order, if requested.
+    pub content_digest: Option<HashBytes>,
+}
+
+/// Reads the overview from one snapshot; `with_digest` also hashes every byte of the database content.
+pub(crate) fn overview(snapshot: &QueueSnapshot, with_digest: bool) -> Result<QueueOverview> {
+    let commit_pointers = zone::all_pointers(snapshot)?;
+    let last_committed_mc_block = zone::last_committed_mc_block(snapshot)?;
+
+    // Statistics rows: (shard, max_message) → partition → count.
+    let mut counts: BTreeMap<(ShardIdent, QueueKey), BTreeMap<PartitionIdx, u64>> = BTreeMap::new();
+    let mut it = snapshot.iter::<IntMsgStatistics>(&[], None);
+    while let Some((k, v)) = it.item() {
+        let key = StatKey::decode(k)?;
+        let Count(count) = Count::decode(v)?;
+        *counts
+            .entry((key.shard, key.max_message))
+            .or_default()
+            .entry(key.partition)
+            .or_default() += count;
+        it.next();
+    }
+    iter_status(&it, "reading statistics rows")?;
+    drop(it);
+
+    let mut diffs = Vec::new();
+    let mut it = snapshot.iter::<IntMsgDiffInfo>(&[], None);
+    while let Some((k, v)) = it.item() {
+        let key = DiffInfoKey::decode(k)?;
+        let info = DiffInfo::decode(v)?;
+        let pointer = commit_pointers.get(&key.shard);
+        let zone = if DiffZone::Committed.contains(&info.max_message, pointer) {
+            DiffZone::Committed
+        } else {
+            DiffZone::Uncommitted
+        };
+        diffs.push(DiffOverview {
+            shard: key.shard,
+            seqno: key.seqno,
+            zone,
+            messages_per_partition: counts
+                .get(&(key.shard, info.max_message))
+                .cloned()
+                .unwrap_or_default(),
+            info,
+        });
+        it.next();
+    }
+    iter_status(&it, "reading diff records")?;
+    drop(it);
+
+    let mut gc_bounds: BTreeMap<ShardIdent, QueueKey> = BTreeMap::new();
+    for (shard, pointer) in &commit_pointers {
+        let key = DiffInfoKey {
+            shard: *shard,
+            seqno: pointer.seqno,
+        };
+        if let Some(info) = snapshot.get::<IntMsgDiffInfo>(&key)? {
+            for (src, processed) in &info.processed_to {
+                gc_bounds
+                    .entry(*src)
+                    .and_modify(|b| *b = (*b).min(*processed))
+                    .or_insert(*processed);
+            }
+        }
+    }
+
+    let content_digest = if with_digest {
+        Some(digest(snapshot)?)
+    } else {
+        None
+    };
+    Ok(QueueOverview {
+        last_committed_mc_block,
+        commit_pointers,
+        diffs,
+        gc_bounds,
+        content_digest,
+    })
+}
+
+/// BLAKE3 over (family name, key, value) of every entry, families in declaration order, keys in order.
+/// Lengths are hashed too, so different splits of the same bytes give different digests.
+fn digest(snapshot: &QueueSnapshot) -> Result<HashBytes> {
+    let mut hasher = blake3::Hasher::new();
+    for name in tables::ALL_TABLES {
+        hasher.update(&(name.len() as u32).to_le_bytes());
+        hasher.update(name.as_bytes());
+        let mut it = snapshot.iter_by_name(name);
+        while let Some((k, v)) = it.item() {
+            hasher.update(&(k.len() as u32).to_le_bytes());
+            hasher.update(k);
+            hasher.update(&(v.len() as u64).to_le_bytes());
+            hasher.update(v);
+            it.next();
+        }
+        iter_status(&it, "hashing the queue content")?;
+    }
+    Ok(HashBytes(*hasher.finalize().as_bytes()))
+}
+
+/// Every shard that has at least one diff record, found with one seek per shard.
+pub(crate) fn shards_with_records(
+    snapshot: &QueueSnapshot,
+) -> Result<std::collections::BTreeSet<ShardIdent>> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut it = snapshot.iter::<IntMsgDiffInfo>(&[], None);
+    while let Some((k, _)) = it.item() {
+        let key = DiffInfoKey::decode(k)?;
+        out.insert(key.shard);
+        // The first key after every record of this shard: shard ‖ ff ff ff ff ‖ 00.
+        let mut next = DiffInfoKey {
+            shard: key.shard,
+            seqno: u32::MAX,
+        }
+        .to_bytes()
+        .to_vec();
+        next.push(0);
+        it.seek(&next);
+    }
+    iter_status(&it, "listing the shards of the diff records")?;
+    Ok(out)
+}

@@ -1,0 +1,458 @@
+//! The six column families of the `int_queue` database (queue.md §4), each declared as a typed table.
+//!
+//! Key encodings are fixed width and big-endian, so byte order is key order. Code reads and writes through
+//! these types; range operations build their raw bounds from the same encoders (`*_prefix` helpers).
+
+use regolith_formats::{BlockId, HashBytes, ShardIdent};
+
+use crate::diff::CommitPointer;
+use crate::diff_info::DiffInfo;
+use crate::error::{QueueError, Result};
+use crate::key::{
+    shard_from_bytes, shard_to_bytes, PartitionIdx, QueueKey, QUEUE_KEY_LEN, SHARD_LEN,
+};
+use crate::router::{RouterAddr, ROUTER_ADDR_LEN};
+
+/// A key or value with a byte encoding.
+pub trait Codec: Sized {
+    /// Encodes the value.
+    fn encode(&self) -> Vec<u8>;
+    /// Decodes a stored value; a wrong length or shape is an `InvalidData` error.
+    fn decode(bytes: &[u8]) -> Result<Self>;
+}
+
+/// A column family with its key and value types.
+pub trait Table {
+    /// Column family name.
+    const NAME: &'static str;
+    /// Key type.
+    type Key: Codec;
+    /// Value type.
+    type Value: Codec;
+}
+
+macro_rules! tables {
+    ($($(#[$doc:meta])* $name:ident: $cf:literal, $key:ty => $value:ty;)*) => {
+        $(
+            $(#[$doc])*
+            pub struct $name;
+            impl Table for $name {
+                const NAME: &'static str = $cf;
+                type Key = $key;
+                type Value = $value;
+            }
+        )*
+        /// Names of every column family of the database (RocksDB's `default` stays empty).
+        pub const ALL_TABLES: &[&str] = &[$($cf),*];
+    };
+}
+
+tables! {
+    /// Message bodies: partition (2) ‖ source shard (12) ‖ message key (40) = 54 B →
+    /// dest workchain i8 (1) ‖ dest address prefix u64 LE (8) ‖ message BOC.
+    ShardIntMessages: "shard_int_messages", MessageKey => MessageEntry;
+    /// Statistics rows: source shard (12) ‖ partition (2) ‖ diff max_message (40) ‖ dest RouterAddr (33) = 87 B
+    /// → count u64 LE. The first 54 bytes are the diff prefix; ranges always use prefix bounds.
+    IntMsgStatistics: "int_msg_statistics", StatKey => Count;
+    /// Diff tail: shard (12) ‖ diff max_message (40) = 52 B → seqno u32 LE.
+    IntMsgDiffsTail: "int_msg_diffs_tail", TailKey => TailSeqno;
+    /// Diff records: shard (12) ‖ seqno u32 BE = 16 B → [`DiffInfo`] bytes.
+    IntMsgDiffInfo: "int_msg_diff_info", DiffInfoKey => DiffInfo;
+    /// Commit pointers: shard (12) → queue_key (40, lt BE) ‖ seqno u32 BE = 44 B.
+    IntMsgCommitPointer: "int_msg_commit_pointer", ShardKey => CommitPointer;
+    /// Single values: ASCII `last_committed_mc_block_id` → BlockId, 80 B: shard (12, BE) ‖ seqno u32 BE ‖
+    /// root_hash ‖ file_hash.
+    IntMsgVar: "int_msg_var", VarKey => BlockIdBe;
+}
+
+/// Length of a message key.
+pub const MESSAGE_KEY_LEN: usize = 2 + SHARD_LEN + QUEUE_KEY_LEN;
+/// Length of a statistics key.
+pub const STAT_KEY_LEN: usize = DIFF_PREFIX_LEN + ROUTER_ADDR_LEN;
+/// Length of a statistics diff prefix: shard ‖ partition ‖ max_message.
+pub const DIFF_PREFIX_LEN: usize = SHARD_LEN + 2 + QUEUE_KEY_LEN;
+/// Length of a tail key.
+pub const TAIL_KEY_LEN: usize = SHARD_LEN + QUEUE_KEY_LEN;
+/// Length of the value header of a message: dest workchain ‖ dest prefix LE.
+pub const MESSAGE_HEADER_LEN: usize = 9;
+/// The key of the last committed mc block in `int_msg_var`.
+pub const LAST_COMMITTED_MC_BLOCK_ID: VarKey = VarKey("last_committed_mc_block_id");
+
+fn check_len(what: &str, bytes: &[u8], len: usize) -> Result<()> {
+    if bytes.len() != len {
+        return Err(QueueError::invalid(format!(
+            "{what} of {} bytes, expected {len}",
+            bytes.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Key of `shard_int_messages`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MessageKey {
+    /// Partition.
+    pub partition: PartitionIdx,
+    /// Source shard.
+    pub shard: ShardIdent,
+    /// Message key.
+    pub key: QueueKey,
+}
+
+impl MessageKey {
+    /// The fixed-size byte form.
+    pub fn to_bytes(&self) -> [u8; MESSAGE_KEY_LEN] {
+        let mut out = [0u8; MESSAGE_KEY_LEN];
+        out[..2].copy_from_slice(&self.partition.to_be_bytes());
+        out[2..14].copy_from_slice(&shard_to_bytes(&self.shard));
+        out[14..].copy_from_slice(&self.key.to_bytes());
+        out
+    }
+}
+
+impl Codec for MessageKey {
+    fn encode(&self) -> Vec<u8> {
+        self.to_bytes().to_vec()
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        check_len("message key", bytes, MESSAGE_KEY_LEN)?;
+        Ok(Self {
+            partition: u16::from_be_bytes([bytes[0], bytes[1]]),
+            shard: shard_from_bytes(&bytes[2..14])?,
+            key: QueueKey::from_bytes(&bytes[14..])?,
+        })
+    }
+}
+
+/// Value of `shard_int_messages`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageEntry {
+    /// Destination workchain.
+    pub dest_workchain: i8,
+    /// Destination address prefix.
+    pub dest_prefix: u64,
+    /// The serialized message.
+    pub body: Vec<u8>,
+}
+
+impl MessageEntry {
+    /// Writes the value header.
+    pub fn write_header(out: &mut Vec<u8>, dest_workchain: i8, dest_prefix: u64) {
+        out.push(dest_workchain as u8);
+        out.extend_from_slice(&dest_prefix.to_le_bytes());
+    }
+
+    /// Reads the value header without touching the body: (dest workchain, dest prefix, body).
+    pub fn split(bytes: &[u8]) -> Result<(i8, u64, &[u8])> {
+        if bytes.len() < MESSAGE_HEADER_LEN {
+            return Err(QueueError::invalid(format!(
+                "message value of {} bytes is shorter than its header",
+                bytes.len()
+            )));
+        }
+        Ok((
+            bytes[0] as i8,
+            u64::from_le_bytes(bytes[1..9].try_into().unwrap()),
+            &bytes[MESSAGE_HEADER_LEN..],
+        ))
+    }
+}
+
+impl Codec for MessageEntry {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(MESSAGE_HEADER_LEN + self.body.len());
+        Self::write_header(&mut out, self.dest_workchain, self.dest_prefix);
+        out.extend_from_slice(&self.body);
+        out
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        let (dest_workchain, dest_prefix, body) = Self::split(bytes)?;
+        Ok(Self {
+            dest_workchain,
+            dest_prefix,
+            body: body.to_vec(),
+        })
+    }
+}
+
+/// The 14-byte prefix `partition ‖ shard` of a source's messages.
+pub fn message_prefix(partition: PartitionIdx, shard: &ShardIdent) -> [u8; 14] {
+    let mut out = [0u8; 14];
+    out[..2].copy_from_slice(&partition.to_be_bytes());
+    out[2..].copy_from_slice(&shard_to_bytes(shard));
+    out
+}
+
+/// Key of `int_msg_statistics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StatKey {
+    /// Source shard.
+    pub shard: ShardIdent,
+    /// Partition.
+    pub partition: PartitionIdx,
+    /// `max_message` of the diff.
+    pub max_message: QueueKey,
+    /// Destination.
+    pub dest: RouterAddr,
+}
+
+/// The 54-byte diff prefix `shard ‖ partition ‖ max_message` of statistics rows.
+pub fn diff_prefix(
+    shard: &ShardIdent,
+    partition: PartitionIdx,
+    max_message: &QueueKey,
+) -> [u8; DIFF_PREFIX_LEN] {
+    let mut out = [0u8; DIFF_PREFIX_LEN];
+    out[..12].copy_from_slice(&shard_to_bytes(shard));
+    out[12..14].copy_from_slice(&partition.to_be_bytes());
+    out[14..].copy_from_slice(&max_message.to_bytes());
+    out
+}
+
+impl Codec for StatKey {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(STAT_KEY_LEN);
+        out.extend_from_slice(&diff_prefix(&self.shard, self.partition, &self.max_message));
+        out.extend_from_slice(&self.dest.to_bytes());
+        out
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        check_len("statistics key", bytes, STAT_KEY_LEN)?;
+        Ok(Self {
+            shard: shard_from_bytes(&bytes[..12])?,
+            partition: u16::from_be_bytes([bytes[12], bytes[13]]),
+            max_message: QueueKey::from_bytes(&bytes[14..54])?,
+            dest: RouterAddr::from_bytes(&bytes[54..])?,
+        })
+    }
+}
+
+/// A u64 LE count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Count(pub u64);
+
+impl Codec for Count {
+    fn encode(&self) -> Vec<u8> {
+        self.0.to_le_bytes().to_vec()
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        check_len("count", bytes, 8)?;
+        Ok(Self(u64::from_le_bytes(bytes.try_into().unwrap())))
+    }
+}
+
+/// Key of `int_msg_diffs_tail`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TailKey {
+    /// Shard.
+    pub shard: ShardIdent,
+    /// `max_message` of the diff.
+    pub max_message: QueueKey,
+}
+
+impl TailKey {
+    /// The fixed-size byte form.
+    pub fn to_bytes(&self) -> [u8; TAIL_KEY_LEN] {
+        let mut out = [0u8; TAIL_KEY_LEN];
+        out[..12].copy_from_slice(&shard_to_bytes(&self.shard));
+        out[12..].copy_from_slice(&self.max_message.to_bytes());
+        out
+    }
+}
+
+impl Codec for TailKey {
+    fn encode(&self) -> Vec<u8> {
+        self.to_bytes().to_vec()
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        check_len("tail key", bytes, TAIL_KEY_LEN)?;
+        Ok(Self {
+            shard: shard_from_bytes(&bytes[..12])?,
+            max_message: QueueKey::from_bytes(&bytes[12..])?,
+        })
+    }
+}
+
+/// A seqno stored u32 LE (tail values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TailSeqno(pub u32);
+
+impl Codec for TailSeqno {
+    fn encode(&self) -> Vec<u8> {
+        self.0.to_le_bytes().to_vec()
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        check_len("tail seqno", bytes, 4)?;
+        Ok(Self(u32::from_le_bytes(bytes.try_into().unwrap())))
+    }
+}
+
+/// Key of `int_msg_diff_info`: shard ‖ seqno BE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DiffInfoKey {
+    /// Shard.
+    pub shard: ShardIdent,
+    /// Seqno.
+    pub seqno: u32,
+}
+
+impl DiffInfoKey {
+    /// The fixed-size byte form.
+    pub fn to_bytes(&self) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        out[..12].copy_from_slice(&shard_to_bytes(&self.shard));
+        out[12..].copy_from_slice(&self.seqno.to_be_bytes());
+        out
+    }
+}
+
+impl Codec for DiffInfoKey {
+    fn encode(&self) -> Vec<u8> {
+        self.to_bytes().to_vec()
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        check_len("diff record key", bytes, 16)?;
+        Ok(Self {
+            shard: shard_from_bytes(&bytes[..12])?,
+            seqno: u32::from_be_bytes(bytes[12..].try_into().unwrap()),
+        })
+    }
+}
+
+impl Codec for DiffInfo {
+    fn encode(&self) -> Vec<u8> {
+        DiffInfo::encode(self)
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        DiffInfo::decode(bytes)
+    }
+}
+
+/// A shard as a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ShardKey(pub ShardIdent);
+
+impl Codec for ShardKey {
+    fn encode(&self) -> Vec<u8> {
+        shard_to_bytes(&self.0).to_vec()
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        Ok(Self(shard_from_bytes(bytes)?))
+    }
+}
+
+impl Codec for CommitPointer {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(44);
+        out.extend_from_slice(&self.queue_key.to_bytes());
+        out.extend_from_slice(&self.seqno.to_be_bytes());
+        out
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        check_len("commit pointer", bytes, 44)?;
+        Ok(Self {
+            queue_key: QueueKey::from_bytes(&bytes[..40])?,
+            seqno: u32::from_be_bytes(bytes[40..].try_into().unwrap()),
+        })
+    }
+}
+
+/// A named single value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VarKey(pub &'static str);
+
+impl Codec for VarKey {
+    fn encode(&self) -> Vec<u8> {
+        self.0.as_bytes().to_vec()
+    }
+    fn decode(_: &[u8]) -> Result<Self> {
+        Err(QueueError::invalid("var keys are not enumerated"))
+    }
+}
+
+/// A block id in the queue's big-endian 80-byte form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockIdBe(pub BlockId);
+
+impl Codec for BlockIdBe {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(80);
+        out.extend_from_slice(&shard_to_bytes(&self.0.shard));
+        out.extend_from_slice(&self.0.seqno.to_be_bytes());
+        out.extend_from_slice(&self.0.root_hash.0);
+        out.extend_from_slice(&self.0.file_hash.0);
+        out
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        check_len("block id", bytes, 80)?;
+        Ok(Self(BlockId {
+            shard: shard_from_bytes(&bytes[..12])?,
+            seqno: u32::from_be_bytes(bytes[12..16].try_into().unwrap()),
+            root_hash: HashBytes(bytes[16..48].try_into().unwrap()),
+            file_hash: HashBytes(bytes[48..80].try_into().unwrap()),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_key_layout() {
+        let key = MessageKey {
+            partition: 1,
+            shard: ShardIdent::BASECHAIN,
+            key: QueueKey::new(0x0102030405060708, HashBytes([0xaa; 32])),
+        };
+        let bytes = key.encode();
+        assert_eq!(bytes.len(), 54);
+        let mut expected = vec![0x00, 0x01, 0, 0, 0, 0, 0x80, 0, 0, 0, 0, 0, 0, 0];
+        expected.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        expected.extend_from_slice(&[0xaa; 32]);
+        assert_eq!(bytes, expected);
+        assert_eq!(MessageKey::decode(&bytes).unwrap(), key);
+        let mut value = Vec::new();
+        MessageEntry::write_header(&mut value, -1, 0x1122334455667788);
+        assert_eq!(
+            value,
+            [0xff, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]
+        );
+    }
+
+    #[test]
+    fn fixed_lengths() {
+        let stat = StatKey {
+            shard: ShardIdent::MASTERCHAIN,
+            partition: 0,
+            max_message: QueueKey::MAX,
+            dest: RouterAddr::MIN,
+        };
+        assert_eq!(stat.encode().len(), 87);
+        assert_eq!(StatKey::decode(&stat.encode()).unwrap(), stat);
+        let tail = TailKey {
+            shard: ShardIdent::BASECHAIN,
+            max_message: QueueKey::MIN,
+        };
+        assert_eq!(tail.encode().len(), 52);
+        let info = DiffInfoKey {
+            shard: ShardIdent::BASECHAIN,
+            seqno: 7,
+        };
+        assert_eq!(DiffInfoKey::decode(&info.encode()).unwrap(), info);
+        let ptr = CommitPointer {
+            queue_key: QueueKey::max_for_lt(5),
+            seqno: 3,
+        };
+        assert_eq!(ptr.encode().len(), 44);
+        assert_eq!(CommitPointer::decode(&ptr.encode()).unwrap(), ptr);
+        let id = BlockIdBe(BlockId {
+            shard: ShardIdent::MASTERCHAIN,
+            seqno: 9,
+            root_hash: HashBytes([1; 32]),
+            file_hash: HashBytes([2; 32]),
+        });
+        assert_eq!(id.encode().len(), 80);
+        assert_eq!(BlockIdBe::decode(&id.encode()).unwrap(), id);
+    }
+}
