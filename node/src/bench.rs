@@ -34,12 +34,7 @@ pub fn queue(json: bool, quick: bool, cases: &[String], import_file: &Path) -> R
         ..BenchParams::default()
     };
     if quick {
-        params.apply_diffs = 10;
-        params.iteration_messages = 100_000;
-        params.commit_rounds = 20;
-        params.gc_diffs = 10;
-        params.clear_rounds = 2;
-        params.import_runs = 10;
+        params = params.quick();
     }
     if cfg!(debug_assertions) && !json {
         eprintln!("note: this is a debug build; figures are only meaningful with --release");

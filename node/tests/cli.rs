@@ -2,7 +2,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::*;
@@ -162,15 +161,7 @@ fn sigkill_during_import_leaves_a_consistent_database() {
     init(&data);
     let mut rng = rand::thread_rng();
     for _ in 0..24 {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_regolith"))
-            .arg("--data")
-            .arg(&data)
-            .args(["import", "--quiet", &archive_1()])
-            .env("RUST_LOG", "error")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_import(&data);
         std::thread::sleep(Duration::from_millis(rng.gen_range(5..400)));
         let _ = child.kill();
         child.wait().unwrap();

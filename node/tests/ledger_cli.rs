@@ -2,36 +2,19 @@
 //! lines, and ledger.md §6 scenario 9 (SIGKILL during a batch replay, then a replay again, gives the same
 //! state as one clean replay).
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use regolith_ledger::{Export, Ledger, OutcomeKind};
+use common::{ok, regolith};
 use serde_json::{json, Value};
 
 const CONTEXT: [&str; 4] = ["eth-mainnet", "0xpublisher", "mirror-17", "ccip"];
-
-fn regolith(data: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_regolith"))
-        .arg("--data")
-        .arg(data)
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap()
-}
-
-fn ok(data: &Path, args: &[&str]) -> String {
-    let out = regolith(data, args);
-    assert!(
-        out.status.success(),
-        "regolith {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn ok_json(data: &Path, args: &[&str]) -> Value {
     let out = ok(data, args);

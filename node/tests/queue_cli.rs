@@ -136,15 +136,7 @@ fn sigkill_during_import_then_start_matches_a_clean_import() {
     let mut rng = rand::thread_rng();
     let mut saw_uncommitted = 0;
     for _ in 0..20 {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_regolith"))
-            .arg("--data")
-            .arg(&data)
-            .args(["import", "--quiet", &archive_1()])
-            .env("RUST_LOG", "error")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_import(&data);
         std::thread::sleep(Duration::from_millis(rng.gen_range(5..import_ms)));
         let _ = child.kill();
         child.wait().unwrap();

@@ -39,12 +39,7 @@ fn main() {
         ..BenchParams::default()
     };
     if quick {
-        params.apply_diffs = 10;
-        params.iteration_messages = 100_000;
-        params.commit_rounds = 20;
-        params.gc_diffs = 10;
-        params.clear_rounds = 2;
-        params.import_runs = 10;
+        params = params.quick();
     }
     let cases: Vec<BenchCase> = match std::env::var("REGOLITH_QUEUE_BENCH_CASES") {
         Ok(list) => BenchCase::ALL

@@ -122,6 +122,21 @@ impl Default for BenchParams {
     }
 }
 
+impl BenchParams {
+    /// Smaller workloads for a quick look (the figures are noisier).
+    pub fn quick(self) -> Self {
+        Self {
+            apply_diffs: 10,
+            iteration_messages: 100_000,
+            commit_rounds: 20,
+            gc_diffs: 10,
+            clear_rounds: 2,
+            import_runs: 10,
+            ..self
+        }
+    }
+}
+
 /// One reported figure.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct BenchRow {

@@ -123,3 +123,16 @@ pub fn start_and_stop(data: &Path) {
     let status = child.wait().unwrap();
     assert!(status.success(), "regolith run exited with {status}");
 }
+
+/// Starts `regolith import --quiet archive_1` in the background (for kill loops).
+pub fn spawn_import(data: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_regolith"))
+        .arg("--data")
+        .arg(data)
+        .args(["import", "--quiet", &archive_1()])
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
