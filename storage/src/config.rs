@@ -180,7 +180,7 @@ mod exact_byte_size {
     pub fn serialize<S: Serializer>(size: &ByteSize, s: S) -> Result<S::Ok, S::Error> {
         let bytes = size.as_u64();
         for (unit, name) in UNITS {
-            if bytes >= unit && bytes % unit == 0 {
+            if bytes >= unit && bytes.is_multiple_of(unit) {
                 return s.serialize_str(&format!("{} {name}", bytes / unit));
             }
         }

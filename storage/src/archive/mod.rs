@@ -360,7 +360,7 @@ impl ArchiveStorage {
 
     /// Bytes `[offset, offset + 1 MiB)` of a committed archive; `offset` must be a multiple of 1 MiB.
     pub fn get_archive_chunk(&self, id: u32, offset: u64) -> Result<Bytes> {
-        if offset % ARCHIVE_CHUNK_SIZE != 0 {
+        if !offset.is_multiple_of(ARCHIVE_CHUNK_SIZE) {
             return Err(StorageError::InvalidOffset(offset));
         }
         let file = self.open_archive(id)?;
