@@ -94,14 +94,16 @@ fn check_block(id: &BlockId, offset: u64, raw: &[u8]) -> Result<Checked> {
     })
 }
 
-fn read_entries(
-    path: &Path,
-) -> Result<(
+/// What `read_entries` returns: the parts per block, the block order, the decompressed bytes read and the
+/// read error that stopped it, if any.
+type ReadEntries = (
     HashMap<BlockId, Parts>,
     Vec<BlockId>,
     u64,
     Option<anyhow::Error>,
-)> {
+);
+
+fn read_entries(path: &Path) -> Result<ReadEntries> {
     let file = std::fs::File::open(path)
         .with_context(|| format!("cannot open archive {}", path.display()))?;
     let mut reader = ArchiveReader::new_compressed(std::io::BufReader::new(file))

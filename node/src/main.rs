@@ -1,19 +1,12 @@
 //! The `regolith` binary: initialise a node from a zerostate, import archives, inspect the data directory
 //! and run the node.
 
-mod config;
-mod import;
-mod init;
-mod inspect;
-mod progress;
-mod run;
-
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
-
-use crate::config::DataDir;
+use regolith_node::config::DataDir;
+use regolith_node::{bench, import, init, inspect, open_storage, progress, run};
 
 #[derive(Parser)]
 #[command(
@@ -62,6 +55,18 @@ enum Command {
     },
     /// Run the node until SIGINT/SIGTERM.
     Run,
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Concurrent raw clients on loopback against an in-process node serving archive_1: getBlockFull,
+    /// getBlockDataChunk and getArchiveChunk. Uses a temporary data directory, not --data.
+    Rpc(bench::RpcBenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -107,21 +112,6 @@ fn main() {
     }
 }
 
-/// Opens the block storage for writing, explaining a held lock.
-fn open_storage(config: regolith_storage::StorageConfig) -> Result<regolith_storage::Storage> {
-    let root = config.root_dir.clone();
-    regolith_storage::Storage::open(config).map_err(|e| {
-        if e.to_string().contains("lock") {
-            anyhow::anyhow!(
-                "{e}\n(is a regolith node already running on {}? stop it first)",
-                root.display()
-            )
-        } else {
-            e.into()
-        }
-    })
-}
-
 async fn execute(cli: Cli) -> Result<()> {
     let data = DataDir::new(cli.data);
     match cli.command {
@@ -140,6 +130,8 @@ async fn execute(cli: Cli) -> Result<()> {
                 }
                 println!("zerostate id: {}", report.zerostate_id);
                 println!("overlay id:   {}", report.overlay_id);
+                println!("peer id:      {}", report.peer_id);
+                println!("address:      {}", report.address);
             }
         }
         Command::Import { files, quiet, json } => {
@@ -184,6 +176,9 @@ async fn execute(cli: Cli) -> Result<()> {
             inspect::print(&value, json);
         }
         Command::Run => run::run(&data).await?,
+        Command::Bench {
+            what: BenchCommand::Rpc(args),
+        } => bench::rpc(args).await?,
     }
     Ok(())
 }
