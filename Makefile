@@ -26,3 +26,4 @@ test: deps
 
 bench: deps
 	cargo bench -p regolith-storage
+	$(REGOLITH) bench rpc --fixtures $(FIXTURES)
