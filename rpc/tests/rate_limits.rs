@@ -28,6 +28,10 @@ impl BroadcastListener for Counter {
     }
 }
 
+/// The tests measure token buckets in wall time: they run one at a time so that a loaded machine spreads
+/// a burst as little as possible.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn limit(rate: u32, burst: u32) -> TrafficLimit {
     TrafficLimit::new(
         NonZeroU32::new(rate).unwrap(),
@@ -104,6 +108,7 @@ fn valid_external() -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item9_light_burst_then_shared_cooldown() {
+    let _serial = SERIAL.lock().await;
     let srv = server(3, rpc_service(Arc::default()), Some(spec_limits(vec![])));
     let c = client(2, &srv);
     // warm the connection with nothing charged: unknown constructors are dropped for free
@@ -126,6 +131,7 @@ async fn item9_light_burst_then_shared_cooldown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item9_heavy_and_broadcast_buckets() {
+    let _serial = SERIAL.lock().await;
     let counter = Arc::new(Counter::default());
     let srv = server(5, rpc_service(counter.clone()), Some(spec_limits(vec![])));
     let heavy_client = client(4, &srv);
@@ -151,6 +157,7 @@ async fn item9_heavy_and_broadcast_buckets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item9_unknown_constructors_consume_nothing() {
+    let _serial = SERIAL.lock().await;
     let srv = server(8, rpc_service(Arc::default()), Some(spec_limits(vec![])));
     let c = client(7, &srv);
     let unknown =
@@ -169,6 +176,7 @@ async fn item9_unknown_constructors_consume_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item9_whitelist_and_null() {
+    let _serial = SERIAL.lock().await;
     // whitelisted client IP: nothing dropped
     let srv = server(
         10,
@@ -193,6 +201,7 @@ async fn item9_whitelist_and_null() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item9_state_is_pruned_after_ttl() {
+    let _serial = SERIAL.lock().await;
     let mut config = spec_limits(vec![]);
     config.limiter = RateLimitConfig {
         rejects_before_cooldown: 100,

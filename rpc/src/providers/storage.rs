@@ -239,3 +239,119 @@ impl RpcDataProvider for StorageProvider {
         blocking(move || states.chunk(&block, offset, kind, part)).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tycho_types::models::ShardIdent;
+    use tycho_types::prelude::HashBytes;
+
+    use super::*;
+    use crate::providers::block_key_text;
+
+    fn block() -> BlockId {
+        BlockId {
+            shard: ShardIdent::new_full(0),
+            seqno: 10,
+            root_hash: HashBytes([1; 32]),
+            file_hash: HashBytes([2; 32]),
+        }
+    }
+
+    const MIB: u64 = STORAGE_CHUNK_SIZE;
+
+    #[test]
+    fn state_chunks_follow_4_2_3() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = block_key_text(&block());
+        std::fs::write(dir.path().join(format!("{b}.boc")), vec![7u8; MIB as usize]).unwrap();
+        std::fs::write(dir.path().join(format!("{b}.queue")), vec![8u8; 10]).unwrap();
+        let files = PersistentStateFiles::new(dir.path(), 2);
+        let id = block();
+        let chunk = |offset, kind, part| files.chunk(&id, offset, kind, part).unwrap();
+        use StateKind::*;
+        use StatePart::*;
+        assert_eq!(chunk(0, Shard, Unsplit).unwrap().len() as u64, MIB);
+        assert_eq!(
+            chunk(MIB, Shard, Unsplit).unwrap().len(),
+            0,
+            "offset == len"
+        );
+        assert_eq!(chunk(2 * MIB, Shard, Unsplit), None, "offset > len");
+        assert_eq!(chunk(5, Shard, Unsplit), None, "misaligned");
+        assert_eq!(chunk(0, Queue, Unsplit).unwrap().len(), 10);
+        assert_eq!(chunk(0, Queue, SplitRoot), None, "a part of a queue");
+        assert_eq!(chunk(0, Shard, SplitRoot), None, "unknown state");
+        assert_eq!(chunk(0, Shard, SplitPart(1 << 62)), None, "unknown part");
+
+        let info = files.info(&id, Shard).unwrap().unwrap();
+        assert_eq!(
+            (info.size, info.chunk_size, info.split_depth),
+            (MIB, MIB, 0)
+        );
+        assert_eq!(files.info(&id, Queue).unwrap().unwrap().size, 10);
+    }
+
+    #[test]
+    fn split_states_need_a_valid_manifest_and_every_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = block();
+        let b = block_key_text(&id);
+        let write =
+            |name: String, data: &[u8]| std::fs::write(dir.path().join(name), data).unwrap();
+        write(format!("{b}.boc.split"), b"root");
+        write(format!("{b}_part_4000000000000000.boc"), b"left part");
+        write(
+            format!("{b}.meta.json"),
+            br#"{"version":1,"split_depth":1,"parts":["4000000000000000","c000000000000000"]}"#,
+        );
+        let files = PersistentStateFiles::new(dir.path(), 2);
+        assert_eq!(
+            files.info(&id, StateKind::Shard).unwrap(),
+            None,
+            "a part is missing"
+        );
+        write(format!("{b}_part_c000000000000000.boc"), b"right");
+        let info = files.info(&id, StateKind::Shard).unwrap().unwrap();
+        assert_eq!(info.split_depth, 1);
+        assert_eq!(info.size, 4);
+        assert_eq!(
+            info.parts,
+            vec![
+                StatePartInfo {
+                    prefix: 0x4000000000000000,
+                    size: 9
+                },
+                StatePartInfo {
+                    prefix: 0xc000000000000000,
+                    size: 5
+                },
+            ]
+        );
+        let part = files
+            .chunk(
+                &id,
+                0,
+                StateKind::Shard,
+                StatePart::SplitPart(0xc000000000000000),
+            )
+            .unwrap();
+        assert_eq!(part.as_deref(), Some(&b"right"[..]));
+
+        // a prefix at the wrong depth, a duplicate or an unknown version is an error
+        for manifest in [
+            &br#"{"version":1,"split_depth":2,"parts":["4000000000000000"]}"#[..],
+            br#"{"version":1,"split_depth":1,"parts":["4000000000000000","4000000000000000"]}"#,
+            br#"{"version":2,"split_depth":1,"parts":["4000000000000000"]}"#,
+            br#"{"version":1,"split_depth":7,"parts":[]}"#,
+            br#"{"version":1,"split_depth":1,"parts":["40000000000000"]}"#,
+            b"not json",
+        ] {
+            write(format!("{b}.meta.json"), manifest);
+            assert!(
+                files.info(&id, StateKind::Shard).is_err(),
+                "{}",
+                String::from_utf8_lossy(manifest)
+            );
+        }
+    }
+}
