@@ -170,6 +170,18 @@ async fn item2_fixture_blocks_over_the_overlay() {
         .await,
         OverlayResponse::Ok(proto::BlockFull::NotFound)
     );
+    // an unknown constructor or a truncated getBlockFull gets no answer: a transport error here
+    let full = tl_proto::serialize(rpc::GetBlockFull {
+        block_id: archive.order[0],
+    });
+    assert!(c
+        .query(Bytes::from(full[..full.len() - 1].to_vec()))
+        .await
+        .is_err());
+    assert!(c
+        .query(Bytes::from_static(&[0xde, 0xad, 0xbe, 0xef]))
+        .await
+        .is_err());
     // ping is answered with a bare pong through the network too
     let pong = c
         .query(Bytes::from(tl_proto::serialize(proto::Ping)))
