@@ -325,3 +325,53 @@ impl RpcDataProvider for S3Provider {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provider(chunk: u64, frame: u64) -> S3Provider {
+        let client = serde_json::from_value(serde_json::json!({
+            "region": "us-east-1",
+            "endpoint": "http://127.0.0.1:1",
+            "bucket": "b",
+            "chunk_size": chunk,
+        }))
+        .unwrap();
+        S3Provider::new(
+            &S3Settings {
+                client,
+                max_frame_size: frame,
+            },
+            None,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn archive_id_estimate_follows_the_last_key_block_before() {
+        let p = provider(1 << 20, 8 << 20);
+        // no key blocks: base 1
+        assert_eq!(p.estimate_archive_id(1).unwrap(), 1);
+        assert_eq!(p.estimate_archive_id(100).unwrap(), 1);
+        assert_eq!(p.estimate_archive_id(101).unwrap(), 101);
+        assert_eq!(p.estimate_archive_id(250).unwrap(), 201);
+        // last key block strictly before mc_seqno is 57: base 58
+        let p = p.with_key_block_lookup(Arc::new(|seqno| Ok((seqno > 57).then_some(57))));
+        assert_eq!(p.estimate_archive_id(58).unwrap(), 58);
+        assert_eq!(p.estimate_archive_id(150).unwrap(), 58);
+        assert_eq!(p.estimate_archive_id(158).unwrap(), 158);
+        assert_eq!(
+            p.estimate_archive_id(30).unwrap(),
+            1,
+            "no key block before 30: base 1"
+        );
+    }
+
+    #[test]
+    fn served_chunk_is_capped_by_the_frame() {
+        assert_eq!(provider(1 << 20, 8 << 20).chunk_size(), 1 << 20);
+        assert_eq!(provider(10 << 20, 8 << 20).chunk_size(), (8 << 20) - 1024);
+        assert_eq!(provider(10 << 20, 4 << 20).chunk_size(), (4 << 20) - 1024);
+    }
+}
