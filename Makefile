@@ -25,4 +25,6 @@ test: deps
 	cargo test --workspace
 
 bench: deps
-	cargo bench -p regolith-storage
+	cargo bench --workspace --bench storage --bench ledger
+	$(REGOLITH) bench queue --import-file $(FIXTURES)/queue_state/shard.bin
+	$(REGOLITH) bench rpc --fixtures $(FIXTURES)

@@ -1,14 +1,18 @@
 //! Node configuration files: `<data>/node.json` (node key and local settings) and `<data>/global.json`
 //! (the global config in the Tycho node's JSON format). Both are written with temp file + fsync + rename.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
+use regolith_rpc::config::{BlockchainRpcClientConfig, BlockchainRpcServiceConfig, S3ClientConfig};
 use regolith_storage::StorageConfig;
 use serde::{Deserialize, Serialize};
+use tycho_network::{DhtConfig, NetworkConfig, OverlayConfig, PeerInfo, PeerResolverConfig};
 
-/// `<data>/node.json`.
+/// `<data>/node.json`. Every section but the key has a default, so older files keep working.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NodeConfig {
     /// The node's ed25519 secret key (hex); its public key is the node's peer id.
@@ -19,6 +23,100 @@ pub struct NodeConfig {
     /// Internal message queue settings (queue.md §8).
     #[serde(default)]
     pub internal_queue: regolith_queue::QueueConfig,
+    /// QUIC listen address of the node.
+    #[serde(default = "default_listen_address")]
+    pub listen_address: SocketAddr,
+    /// The address announced to peers; defaults to the listen address (127.0.0.1 if unspecified).
+    #[serde(default)]
+    pub public_address: Option<SocketAddr>,
+    /// Local HTTP address of the Prometheus metrics endpoint; `null` disables it.
+    #[serde(default = "default_metrics_address")]
+    pub metrics_address: Option<SocketAddr>,
+    /// TTL of the peer info `init` signs into the global config (finite, never 0).
+    #[serde(default = "default_peer_info_ttl", with = "humantime_serde")]
+    pub peer_info_ttl: Duration,
+    /// tycho-network settings.
+    #[serde(default)]
+    pub network: NetworkConfig,
+    /// DHT settings.
+    #[serde(default)]
+    pub dht: DhtConfig,
+    /// Overlay settings (a zero jitter is rejected).
+    #[serde(default)]
+    pub overlay: OverlayConfig,
+    /// Peer resolver settings.
+    #[serde(default)]
+    pub peer_resolver: PeerResolverConfig,
+    /// The RPC service.
+    #[serde(default)]
+    pub blockchain_rpc_service: BlockchainRpcServiceConfig,
+    /// The RPC client (parsed for compatibility).
+    #[serde(default)]
+    pub blockchain_rpc_client: BlockchainRpcClientConfig,
+    /// S3 for archives and persistent states (with `blockchain_rpc_service.s3_proxy`: the hybrid provider).
+    #[serde(default)]
+    pub s3_client: Option<S3ClientConfig>,
+}
+
+/// The default QUIC listen address.
+pub fn default_listen_address() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 30310))
+}
+
+/// The default metrics address.
+pub fn default_metrics_address() -> Option<SocketAddr> {
+    Some(SocketAddr::from(([127, 0, 0, 1], 30311)))
+}
+
+fn default_peer_info_ttl() -> Duration {
+    Duration::from_secs(30 * 24 * 3600)
+}
+
+impl NodeConfig {
+    /// A fresh config with a key and defaults rooted at `root`.
+    pub fn new(node_secret_key: [u8; 32], root: &Path) -> Self {
+        Self {
+            node_secret_key: hex::encode(node_secret_key),
+            storage: StorageConfig::new(root),
+            internal_queue: Default::default(),
+            listen_address: default_listen_address(),
+            public_address: None,
+            metrics_address: default_metrics_address(),
+            peer_info_ttl: default_peer_info_ttl(),
+            network: NetworkConfig::default(),
+            dht: DhtConfig::default(),
+            overlay: OverlayConfig::default(),
+            peer_resolver: PeerResolverConfig::default(),
+            blockchain_rpc_service: BlockchainRpcServiceConfig::default(),
+            blockchain_rpc_client: BlockchainRpcClientConfig::default(),
+            s3_client: None,
+        }
+    }
+
+    /// The secret key bytes.
+    pub fn secret_key(&self) -> Result<[u8; 32]> {
+        let bytes = hex::decode(&self.node_secret_key).context("node_secret_key is not hex")?;
+        bytes
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("node_secret_key must be 32 bytes"))
+    }
+
+    /// The address other nodes reach this one at.
+    pub fn announced_address(&self) -> SocketAddr {
+        let mut addr = self.public_address.unwrap_or(self.listen_address);
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        addr
+    }
+
+    /// Checks values serde cannot.
+    pub fn validate(&self) -> Result<()> {
+        regolith_rpc::config::validate_overlay(&self.overlay)?;
+        regolith_rpc::config::validate(&self.blockchain_rpc_service, self.s3_client.as_ref())?;
+        anyhow::ensure!(!self.peer_info_ttl.is_zero(), "peer_info_ttl must not be 0");
+        Ok(())
+    }
 }
 
 /// The zerostate id as Tycho writes it in the global config.
@@ -52,6 +150,20 @@ pub struct GlobalConfig {
     pub bootstrap_peers: Vec<serde_json::Value>,
     /// The zerostate of the network.
     pub zerostate: ZerostateId,
+}
+
+impl GlobalConfig {
+    /// The bootstrap peers as peer infos; entries that do not parse are reported.
+    pub fn parse_bootstrap_peers(&self) -> Result<Vec<PeerInfo>> {
+        self.bootstrap_peers
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                serde_json::from_value(v.clone())
+                    .with_context(|| format!("bootstrap_peers[{i}] is not a peer info"))
+            })
+            .collect()
+    }
 }
 
 /// Paths inside a data directory.

@@ -5,22 +5,14 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
 use regolith_storage::{NewBlockMeta, Storage};
-use sha2::Digest;
 use tycho_types::boc::Boc;
 use tycho_types::models::ShardStateUnsplit;
 
 use crate::config::{write_atomically, write_json, DataDir, GlobalConfig, NodeConfig, ZerostateId};
 
-/// TL id of `tonNode.overlayIdData`-style boxed overlay id data used for the blockchain overlay.
-const OVERLAY_ID_DATA_TL_ID: u32 = 0x4ec3_3e39;
-
 /// The blockchain public overlay id of a zerostate (rpc.md §2.8).
 pub fn overlay_id(zerostate: &ZerostateId) -> [u8; 32] {
-    let mut hasher = sha2::Sha256::new();
-    hasher.update(OVERLAY_ID_DATA_TL_ID.to_le_bytes());
-    hasher.update(zerostate.root_hash.as_slice());
-    hasher.update(zerostate.file_hash.as_slice());
-    hasher.finalize().into()
+    regolith_rpc::overlay_id(&zerostate.root_hash.0, &zerostate.file_hash.0)
 }
 
 /// A parsed zerostate file.
@@ -73,15 +65,23 @@ pub struct InitReport {
     pub overlay_id: String,
     /// Whether the data dir was created now (false: it already held this zerostate).
     pub created: bool,
+    /// This node's peer id (hex).
+    pub peer_id: String,
+    /// The address this node announces.
+    pub address: String,
 }
 
 /// Initialises `data` from a zerostate file; re-running with the same zerostate is a no-op.
 pub fn init(data: &DataDir, zerostate_path: &Path) -> Result<InitReport> {
     let zerostate = read_zerostate(zerostate_path)?;
-    let report = |created| InitReport {
-        zerostate_id: zerostate.id.as_block_id().to_string(),
-        overlay_id: hex::encode(overlay_id(&zerostate.id)),
-        created,
+    let report = |created, config: &NodeConfig| -> Result<InitReport> {
+        Ok(InitReport {
+            zerostate_id: zerostate.id.as_block_id().to_string(),
+            overlay_id: hex::encode(overlay_id(&zerostate.id)),
+            created,
+            peer_id: regolith_rpc::network::peer_id_of(&config.secret_key()?).to_string(),
+            address: config.announced_address().to_string(),
+        })
     };
 
     if data.is_initialised() {
@@ -93,7 +93,7 @@ pub fn init(data: &DataDir, zerostate_path: &Path) -> Result<InitReport> {
                 global.zerostate.as_block_id()
             );
         }
-        return Ok(report(false));
+        return report(false, &data.load_node_config()?);
     }
 
     std::fs::create_dir_all(data.states())
@@ -103,12 +103,14 @@ pub fn init(data: &DataDir, zerostate_path: &Path) -> Result<InitReport> {
     } else {
         let mut key = [0u8; 32];
         rand::Rng::fill(&mut rand::thread_rng(), &mut key);
-        NodeConfig {
-            node_secret_key: hex::encode(key),
-            storage: regolith_storage::StorageConfig::new(&data.root),
-            internal_queue: Default::default(),
-        }
+        NodeConfig::new(key, &data.root)
     };
+    // Signed with created_at = now and a finite TTL, so other nodes can bootstrap from this one.
+    let own_peer_info = regolith_rpc::network::sign_peer_info(
+        &node_config.secret_key()?,
+        node_config.announced_address(),
+        node_config.peer_info_ttl,
+    );
 
     let storage = Storage::open(node_config.storage.clone())?;
     store_zerostate(&storage, &zerostate)?;
@@ -120,11 +122,11 @@ pub fn init(data: &DataDir, zerostate_path: &Path) -> Result<InitReport> {
     write_json(
         &data.global_config(),
         &GlobalConfig {
-            bootstrap_peers: Vec::new(),
+            bootstrap_peers: vec![serde_json::to_value(&own_peer_info)?],
             zerostate: zerostate.id,
         },
     )?;
-    Ok(report(true))
+    report(true, &node_config)
 }
 
 /// Stores the zerostate handle and ids in block storage.

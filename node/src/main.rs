@@ -1,24 +1,14 @@
 //! The `regolith` binary: initialise a node from a zerostate, import archives, inspect the data directory
 //! and run the node.
 
-mod bench;
-mod config;
-mod crash;
-mod import;
-mod init;
-mod inspect;
-mod ledger_cmd;
-mod progress;
-mod queue_state;
-mod queue_sync;
-mod run;
-
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-
-use crate::config::DataDir;
+use regolith_node::config::DataDir;
+use regolith_node::{
+    bench, import, init, inspect, ledger_cmd, open_storage, progress, queue_state, queue_sync, run,
+};
 
 #[derive(Parser)]
 #[command(
@@ -117,6 +107,9 @@ enum InspectCommand {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// Concurrent raw clients on loopback against an in-process node serving archive_1: getBlockFull,
+    /// getBlockDataChunk and getArchiveChunk. Uses a temporary data directory, not --data.
+    Rpc(bench::RpcBenchArgs),
     /// The internal-queue cases of queue.md §12 (fresh temp databases; build with --release).
     Queue {
         /// Print JSON instead of a table.
@@ -162,21 +155,6 @@ fn main() {
     }
 }
 
-/// Opens the block storage for writing, explaining a held lock.
-fn open_storage(config: regolith_storage::StorageConfig) -> Result<regolith_storage::Storage> {
-    let root = config.root_dir.clone();
-    regolith_storage::Storage::open(config).map_err(|e| {
-        if e.to_string().contains("lock") {
-            anyhow::anyhow!(
-                "{e}\n(is a regolith node already running on {}? stop it first)",
-                root.display()
-            )
-        } else {
-            e.into()
-        }
-    })
-}
-
 async fn execute(cli: Cli) -> Result<()> {
     let data = DataDir::new(cli.data);
     match cli.command {
@@ -195,6 +173,8 @@ async fn execute(cli: Cli) -> Result<()> {
                 }
                 println!("zerostate id: {}", report.zerostate_id);
                 println!("overlay id:   {}", report.overlay_id);
+                println!("peer id:      {}", report.peer_id);
+                println!("address:      {}", report.address);
             }
         }
         Command::Import { files, quiet, json } => {
@@ -289,6 +269,9 @@ async fn execute(cli: Cli) -> Result<()> {
         } => bench::queue(json, quick, &cases, &import_file)?,
         Command::Run => run::run(&data).await?,
         Command::Ledger(args) => ledger_cmd::run(&data.root, args)?,
+        Command::Bench {
+            what: BenchCommand::Rpc(args),
+        } => bench::rpc(args).await?,
     }
     Ok(())
 }

@@ -1,14 +1,134 @@
-//! `regolith run`: the node's main job. For now: open the storage (startup check, archive recovery) and the
-//! internal queue (queue.md §5.4 start procedure, GC task), report their state, run block and archive GC on
-//! schedule, and stay up until SIGINT/SIGTERM.
+//! `regolith run`: the node's main job. Opens the storage (startup check, archive recovery) and the internal
+//! queue (queue.md §5.4 start procedure, then its GC task), starts tycho-network (QUIC, DHT, overlay service,
+//! peer resolver) with the blockchain public overlay serving blockchain RPC from the storage, exposes
+//! Prometheus metrics, runs block GC on schedule and stays up until SIGINT/SIGTERM.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use regolith_rpc::network::{now_sec, BlockchainNetwork, NetworkSettings};
+use regolith_rpc::providers::{PersistentStateFiles, S3Settings};
+use regolith_rpc::{
+    BlockchainRpcService, HybridProvider, NoopBroadcastListener, RpcDataProvider, S3Provider,
+    StorageProvider,
+};
 use regolith_storage::config::BlocksGcKind;
 use regolith_storage::Storage;
 
-use crate::config::DataDir;
+use crate::config::{DataDir, GlobalConfig, NodeConfig};
+
+/// A started node: storage and network. Dropping it does not stop the network; call [`Node::shutdown`].
+pub struct Node {
+    /// The block storage.
+    pub storage: Storage,
+    /// The network stack with the blockchain overlay.
+    pub network: BlockchainNetwork,
+    /// The blockchain overlay id.
+    pub overlay_id: [u8; 32],
+}
+
+/// Reads parallelism of persistent-state files.
+const STATE_READS: usize = 8;
+
+/// The data provider §4.4 asks for: storage, with S3 behind it when both S3 sections exist.
+pub fn make_provider(
+    config: &NodeConfig,
+    storage: &Storage,
+    states_dir: std::path::PathBuf,
+) -> Result<Arc<dyn RpcDataProvider>> {
+    let local = StorageProvider::new(
+        storage.clone(),
+        Some(PersistentStateFiles::new(states_dir, STATE_READS)),
+    );
+    match (&config.s3_client, &config.blockchain_rpc_service.s3_proxy) {
+        (Some(client), Some(proxy)) => {
+            let s3 = S3Provider::new(
+                &S3Settings {
+                    client: client.clone(),
+                    max_frame_size: config.network.max_frame_size.as_u64(),
+                },
+                Some(proxy),
+            )?
+            .with_storage_key_blocks(storage.clone());
+            if s3.chunk_size() != regolith_rpc::providers::STORAGE_CHUNK_SIZE {
+                tracing::warn!(
+                    s3_chunk = s3.chunk_size(),
+                    storage_chunk = regolith_rpc::providers::STORAGE_CHUNK_SIZE,
+                    "storage and S3 chunk sizes differ: an object must not be served by both"
+                );
+            }
+            tracing::info!(endpoint = %client.endpoint, bucket = %client.bucket, "serving archives and states from storage with S3 fallback");
+            Ok(Arc::new(HybridProvider::new(local, Some(s3))))
+        }
+        _ => Ok(Arc::new(local)),
+    }
+}
+
+/// Starts the serving part of a node over an open storage (used by `run` and in-process tests).
+pub fn start_node(
+    data: &DataDir,
+    config: &NodeConfig,
+    global: &GlobalConfig,
+    storage: Storage,
+) -> Result<Node> {
+    config.validate()?;
+    let secret_key = config.secret_key()?;
+    let own_id = regolith_rpc::network::peer_id_of(&secret_key);
+    let now = now_sec();
+    let bootstrap_peers = global
+        .parse_bootstrap_peers()?
+        .into_iter()
+        .filter(|peer| {
+            if peer.id == own_id {
+                return false;
+            }
+            let valid = peer.verify(now);
+            if !valid {
+                tracing::warn!(peer_id = %peer.id, "skipping an invalid or expired bootstrap peer");
+            }
+            valid
+        })
+        .collect::<Vec<_>>();
+    let overlay_id = crate::init::overlay_id(&global.zerostate);
+    let provider = make_provider(config, &storage, data.states())?;
+    let service = BlockchainRpcService::builder()
+        .with_storage(storage.clone())
+        .with_provider(provider)
+        .with_broadcast_listener(NoopBroadcastListener)
+        .with_config(config.blockchain_rpc_service.clone())
+        .with_max_frame_size(config.network.max_frame_size.as_u64() as usize)
+        .build();
+    // With port 0 the crate announces the address it actually bound.
+    let announced = config.announced_address();
+    let network = BlockchainNetwork::start(
+        NetworkSettings {
+            bind_address: config.listen_address,
+            remote_address: (announced.port() != 0).then_some(announced),
+            secret_key,
+            network: config.network.clone(),
+            dht: config.dht.clone(),
+            overlay: config.overlay.clone(),
+            peer_resolver: config.peer_resolver.clone(),
+            bootstrap_peers,
+            overlay_id,
+            rate_limits: config.blockchain_rpc_service.rate_limits.clone(),
+        },
+        service,
+    )?;
+    Ok(Node {
+        storage,
+        network,
+        overlay_id,
+    })
+}
+
+impl Node {
+    /// Stops the network.
+    pub async fn shutdown(&self) {
+        self.network.network.shutdown().await;
+    }
+}
 
 /// Runs until a shutdown signal.
 pub async fn run(data: &DataDir) -> Result<()> {
@@ -16,15 +136,23 @@ pub async fn run(data: &DataDir) -> Result<()> {
     let shutdown = Shutdown::install()?;
     let node_config = data.load_node_config()?;
     let global = data.load_global_config()?;
+    if let Some(address) = node_config.metrics_address {
+        crate::metrics_endpoint::install(address)?;
+    }
     let storage = crate::open_storage(node_config.storage.clone())?;
     let (queue, queue_start) =
         crate::queue_sync::start(&data.root, &storage, node_config.internal_queue, true).await?;
     let stats = storage.open_stats();
     let last_mc = storage.node_state().load_last_mc_block_id()?;
+    let node = start_node(data, &node_config, &global, storage.clone())
+        .context("cannot start the network")?;
+    let peer_info = node.network.signed_peer_info(node_config.peer_info_ttl);
     tracing::info!(
         data = %data.root.display(),
         zerostate = %global.zerostate.as_block_id(),
-        overlay_id = %hex::encode(crate::init::overlay_id(&global.zerostate)),
+        overlay_id = %hex::encode(node.overlay_id),
+        peer_id = %node.network.peer_id(),
+        address = %node.network.network.local_addr(),
         last_applied_mc = ?last_mc.map(|id| id.seqno),
         orphaned_flags = stats.consistency.orphaned_flags_count,
         restored_flags = stats.consistency.restored_flags_count,
@@ -33,16 +161,25 @@ pub async fn run(data: &DataDir) -> Result<()> {
         "node started"
     );
     println!(
-        "regolith node running on {} (last applied mc block: {}). Press Ctrl-C to stop.",
+        "regolith node serving blockchain RPC from {} (last applied mc block: {})",
         data.root.display(),
         last_mc.map_or_else(|| "none".into(), |id| id.seqno.to_string())
     );
+    println!("  QUIC address: {}", node.network.network.local_addr());
+    println!("  peer id:      {}", node.network.peer_id());
+    println!("  overlay id:   {}", hex::encode(node.overlay_id));
+    println!("  peer info:    {}", serde_json::to_string(&peer_info)?);
+    if let Some(address) = node_config.metrics_address {
+        println!("  metrics:      http://{address}/metrics");
+    }
+    println!("Add the peer info to another node's global.json bootstrap_peers to reach it. Press Ctrl-C to stop.");
 
     let gc_task = tokio::spawn(gc_loop(storage.clone()));
     shutdown.wait().await;
     tracing::info!("shutting down");
     gc_task.abort();
     let _ = gc_task.await;
+    node.shutdown().await;
     queue.stop_gc();
     storage.archives().wait_for_archive_commit().await;
     Ok(())

@@ -8,10 +8,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{ok, regolith};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use regolith_ledger::{Export, Ledger, OutcomeKind};
-use common::{ok, regolith};
 use serde_json::{json, Value};
 
 const CONTEXT: [&str; 4] = ["eth-mainnet", "0xpublisher", "mirror-17", "ccip"];

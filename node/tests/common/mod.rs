@@ -99,24 +99,29 @@ pub fn queue_view(data: &Path) -> Value {
 /// that it exits cleanly.
 pub fn start_and_stop(data: &Path) {
     use std::io::{BufRead, BufReader};
+    // Any free port and no metrics endpoint, so that tests can run nodes side by side.
+    let config_path = data.join("node.json");
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    config["listen_address"] = "127.0.0.1:0".into();
+    config["metrics_address"] = Value::Null;
+    std::fs::write(&config_path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_regolith"))
         .arg("--data")
         .arg(data)
         .arg("run")
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        // Not piped: nobody reads it while the node runs, and a full pipe would block the node.
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
     let mut lines = BufReader::new(stdout).lines();
-    let running = lines.any(|l| l.is_ok_and(|l| l.contains("running")));
+    let running = lines.any(|l| l.is_ok_and(|l| l.contains("Press Ctrl-C to stop")));
     if !running {
-        let out = child.wait_with_output().unwrap();
-        panic!(
-            "regolith run did not start: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let status = child.wait().unwrap();
+        panic!("regolith run did not start ({status}); run it by hand on {data:?} to see why");
     }
     // SAFETY: sending a signal to our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };

@@ -1,4 +1,4 @@
-//! `regolith bench ...`: benchmarks that print figures (never timing assertions in tests).
+//! `regolith bench queue`: the internal-queue cases of queue.md §12 on fresh temp databases.
 
 use std::path::Path;
 

@@ -1,0 +1,34 @@
+//! The regolith node: configuration, `init`, `import` (blocks and the internal queue), `inspect`, `run` (the
+//! serving node), the receiver journal's CLI and benchmarks.
+//! The `regolith` binary (`main.rs`) is a thin CLI over these modules; integration tests use them in-process.
+
+pub mod bench;
+pub mod config;
+pub mod crash;
+pub mod fixture;
+pub mod import;
+pub mod init;
+pub mod inspect;
+pub mod ledger_cmd;
+pub mod metrics_endpoint;
+pub mod progress;
+pub mod queue_state;
+pub mod queue_sync;
+pub mod run;
+
+use anyhow::Result;
+
+/// Opens the block storage for writing, explaining a held lock.
+pub fn open_storage(config: regolith_storage::StorageConfig) -> Result<regolith_storage::Storage> {
+    let root = config.root_dir.clone();
+    regolith_storage::Storage::open(config).map_err(|e| {
+        if e.to_string().contains("lock") {
+            anyhow::anyhow!(
+                "{e}\n(is a regolith node already running on {}? stop it first)",
+                root.display()
+            )
+        } else {
+            e.into()
+        }
+    })
+}

@@ -1,0 +1,525 @@
+//! In-process multi-node tests over loopback QUIC: a node serving the imported fixture chain and raw
+//! clients sending overlay queries through tycho-network. rpc.md §10 items 2 and 4 (service side), the
+//! fuzz-robustness test and the flood test.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::join_all;
+use rand::{Rng, SeedableRng};
+use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
+use regolith_node::run::{start_node, Node};
+use regolith_rpc::config::RateLimitsConfig;
+use regolith_rpc::proto::{self, rpc, OverlayResponse};
+use regolith_rpc::RawOverlayClient;
+use tycho_types::models::BlockId;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
+}
+
+fn addr(last: u8) -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::new(127, 0, 0, last), 0))
+}
+
+struct Archive {
+    /// Block ids in archive order.
+    order: Vec<BlockId>,
+    entries: HashMap<(BlockId, ArchiveEntryType), Vec<u8>>,
+}
+
+fn read_archive(bytes: &[u8]) -> Archive {
+    let mut reader = ArchiveReader::new_compressed(bytes).unwrap();
+    let mut order = Vec::new();
+    let mut entries = HashMap::new();
+    while let Some(e) = reader.next_entry().unwrap() {
+        if e.ty == ArchiveEntryType::Block {
+            order.push(e.block_id);
+        }
+        assert!(entries.insert((e.block_id, e.ty), e.data).is_none());
+    }
+    Archive { order, entries }
+}
+
+async fn serve(
+    dir: &std::path::Path,
+    ip_last: u8,
+    rate_limits: Option<RateLimitsConfig>,
+    next_archive: bool,
+) -> Node {
+    let (data, mut config, storage) =
+        regolith_node::fixture::import_fixture_chain(dir, &fixtures(), addr(ip_last))
+            .await
+            .unwrap();
+    if next_archive {
+        regolith_node::fixture::start_next_archive(&storage)
+            .await
+            .unwrap();
+    }
+    config.blockchain_rpc_service.rate_limits = rate_limits;
+    let global = data.load_global_config().unwrap();
+    start_node(&data, &config, &global, storage).unwrap()
+}
+
+fn client(node: &Node, ip_last: u8) -> RawOverlayClient {
+    let info = Arc::new(node.network.signed_peer_info(Duration::from_secs(3600)));
+    RawOverlayClient::connect(addr(ip_last), node.overlay_id, info, Default::default()).unwrap()
+}
+
+async fn ask<T>(
+    client: &RawOverlayClient,
+    request: impl tl_proto::TlWrite<Repr = tl_proto::Boxed>,
+) -> OverlayResponse<T>
+where
+    for<'a> T: tl_proto::TlRead<'a, Repr = tl_proto::Boxed>,
+{
+    let answer = client
+        .query(Bytes::from(tl_proto::serialize(request)))
+        .await
+        .expect("an answer");
+    tl_proto::deserialize(&answer).expect("a decodable answer")
+}
+
+fn check_full(archive: &Archive, expected: &BlockId, answer: OverlayResponse<proto::BlockFull>) {
+    let OverlayResponse::Ok(proto::BlockFull::Found {
+        block_id,
+        block,
+        proof,
+        queue_diff,
+    }) = answer
+    else {
+        panic!("block {expected} not found: {answer:?}")
+    };
+    assert_eq!(&block_id, expected);
+    assert_eq!(
+        block.size as usize,
+        block.data.len(),
+        "fixture blocks fit one chunk"
+    );
+    assert_eq!(block.chunk_size, 1 << 20);
+    let boc = zstd::decode_all(&block.data[..]).unwrap();
+    assert_eq!(
+        boc,
+        archive.entries[&(*expected, ArchiveEntryType::Block)],
+        "block {expected}"
+    );
+    assert_eq!(
+        &proof[..],
+        &archive.entries[&(*expected, ArchiveEntryType::Proof)][..]
+    );
+    assert_eq!(
+        &queue_diff[..],
+        &archive.entries[&(*expected, ArchiveEntryType::QueueDiff)][..]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item2_fixture_blocks_over_the_overlay() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = serve(dir.path(), 21, None, false).await;
+    let c = client(&node, 22);
+    let archive = read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap());
+    assert_eq!(archive.order.len(), 107);
+
+    for id in &archive.order {
+        check_full(
+            &archive,
+            id,
+            ask(&c, rpc::GetBlockFull { block_id: *id }).await,
+        );
+    }
+    let by_seqno = |mc: bool, seqno: u32| {
+        *archive
+            .order
+            .iter()
+            .find(|id| id.is_masterchain() == mc && id.seqno == seqno)
+            .unwrap()
+    };
+    for seqno in 1..=99 {
+        let answer = ask(
+            &c,
+            rpc::GetNextBlockFull {
+                prev_block_id: by_seqno(true, seqno),
+            },
+        )
+        .await;
+        check_full(&archive, &by_seqno(true, seqno + 1), answer);
+    }
+    for seqno in 1..=6 {
+        let answer = ask(
+            &c,
+            rpc::GetNextBlockFull {
+                prev_block_id: by_seqno(false, seqno),
+            },
+        )
+        .await;
+        check_full(&archive, &by_seqno(false, seqno + 1), answer);
+    }
+    assert_eq!(
+        ask::<proto::BlockFull>(
+            &c,
+            rpc::GetNextBlockFull {
+                prev_block_id: by_seqno(true, 100)
+            }
+        )
+        .await,
+        OverlayResponse::Ok(proto::BlockFull::NotFound)
+    );
+    // an unknown constructor or a truncated getBlockFull gets no answer: a transport error here
+    let full = tl_proto::serialize(rpc::GetBlockFull {
+        block_id: archive.order[0],
+    });
+    assert!(c
+        .query(Bytes::from(full[..full.len() - 1].to_vec()))
+        .await
+        .is_err());
+    assert!(c
+        .query(Bytes::from_static(&[0xde, 0xad, 0xbe, 0xef]))
+        .await
+        .is_err());
+    // ping is answered with a bare pong through the network too
+    let pong = c
+        .query(Bytes::from(tl_proto::serialize(proto::Ping)))
+        .await
+        .unwrap();
+    assert_eq!(&pong[..], &[0x04, 0x08, 0x70, 0x67]);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item4_archive_1_over_the_overlay() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, config, storage) =
+        regolith_node::fixture::import_fixture_chain(dir.path(), &fixtures(), addr(23))
+            .await
+            .unwrap();
+    let global = data.load_global_config().unwrap();
+    let node = start_node(&data, &config, &global, storage.clone()).unwrap();
+    let c = client(&node, 24);
+
+    // archive 1 is the last (open) archive
+    assert_eq!(
+        ask::<proto::ArchiveInfo>(&c, rpc::GetArchiveInfo { mc_seqno: 50 }).await,
+        OverlayResponse::Ok(proto::ArchiveInfo::TooNew)
+    );
+    regolith_node::fixture::start_next_archive(&storage)
+        .await
+        .unwrap();
+    let size = storage.archives().get_archive_size(1).unwrap().unwrap();
+    for k in 1..=100 {
+        assert_eq!(
+            ask::<proto::ArchiveInfo>(&c, rpc::GetArchiveInfo { mc_seqno: k }).await,
+            OverlayResponse::Ok(proto::ArchiveInfo::Found {
+                id: 1,
+                size,
+                chunk_size: 1 << 20
+            }),
+            "mc seqno {k}"
+        );
+    }
+    assert_eq!(
+        ask::<proto::ArchiveInfo>(&c, rpc::GetArchiveInfo { mc_seqno: 101 }).await,
+        OverlayResponse::Ok(proto::ArchiveInfo::TooNew),
+        "last applied + 1"
+    );
+
+    let mut compressed = Vec::new();
+    let mut offset = 0;
+    while offset < size {
+        match ask::<proto::Data>(
+            &c,
+            rpc::GetArchiveChunk {
+                archive_id: 1,
+                offset,
+            },
+        )
+        .await
+        {
+            OverlayResponse::Ok(d) => compressed.extend_from_slice(&d.data),
+            OverlayResponse::Err(code) => panic!("chunk at {offset}: err {code}"),
+        }
+        offset += 1 << 20;
+    }
+    assert_eq!(compressed.len() as u64, size);
+    let served = read_archive(&compressed);
+    let original = read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap());
+    let set = |a: &Archive| {
+        a.entries
+            .iter()
+            .map(|(k, v)| (k.0, k.1, v.clone()))
+            .collect::<BTreeSet<_>>()
+    };
+    assert_eq!(set(&served), set(&original));
+    // misaligned and unknown → err 2
+    assert_eq!(
+        ask::<proto::Data>(
+            &c,
+            rpc::GetArchiveChunk {
+                archive_id: 1,
+                offset: 1
+            }
+        )
+        .await,
+        OverlayResponse::Err(2)
+    );
+    assert_eq!(
+        ask::<proto::Data>(
+            &c,
+            rpc::GetArchiveChunk {
+                archive_id: 2,
+                offset: 0
+            }
+        )
+        .await,
+        OverlayResponse::Err(2)
+    );
+    node.shutdown().await;
+}
+
+/// Random and mutated request bodies (deliverable 4).
+fn fuzz_body(rng: &mut rand::rngs::StdRng, valid: &[Vec<u8>]) -> Vec<u8> {
+    let base = valid[rng.gen_range(0..valid.len())].clone();
+    match rng.gen_range(0..7) {
+        // random bytes
+        0 => (0..rng.gen_range(0..300)).map(|_| rng.gen()).collect(),
+        // truncated TL
+        1 => base[..rng.gen_range(0..base.len())].to_vec(),
+        // bit flips
+        2 => {
+            let mut b = base;
+            for _ in 0..rng.gen_range(1..4) {
+                let i = rng.gen_range(0..b.len());
+                b[i] ^= 1 << rng.gen_range(0..8);
+            }
+            b
+        }
+        // unknown constructor with a valid tail
+        3 => {
+            let mut b = base;
+            b[..4].copy_from_slice(&rng.gen::<u32>().to_le_bytes());
+            b
+        }
+        // oversized lengths and counts: a bytes header claiming 16 MiB, huge sizes and offsets
+        4 => {
+            let mut b = base;
+            b.extend_from_slice(&[0xfe, 0xff, 0xff, 0xff]);
+            let n = b.len();
+            if n > 12 {
+                let at = rng.gen_range(4..n - 8);
+                b[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+            }
+            b
+        }
+        // misaligned offsets on the chunk requests
+        5 => match rng.gen_range(0..3) {
+            0 => tl_proto::serialize(rpc::GetArchiveChunk {
+                archive_id: rng.gen_range(0..3),
+                offset: rng.gen(),
+            }),
+            1 => tl_proto::serialize(rpc::GetArchiveChunk {
+                archive_id: rng.gen(),
+                offset: rng.gen_range(0..4) << 20,
+            }),
+            _ => {
+                let mut b = valid[1].clone();
+                let n = b.len();
+                b[n - 4..].copy_from_slice(&rng.gen::<u32>().to_le_bytes());
+                b
+            }
+        },
+        // garbage appended to a valid request (accepted as trailing bytes)
+        _ => {
+            let mut b = base;
+            b.extend((0..rng.gen_range(1..64)).map(|_| rng.gen::<u8>()));
+            b
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fuzzed_requests_never_crash_or_stall_the_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = serve(dir.path(), 31, None, true).await;
+    let archive = read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap());
+    let id = archive.order[5];
+    let valid: Vec<Vec<u8>> = vec![
+        tl_proto::serialize(rpc::GetBlockFull { block_id: id }),
+        tl_proto::serialize(rpc::GetBlockDataChunk {
+            block_id: id,
+            offset: 0,
+        }),
+        tl_proto::serialize(rpc::GetNextKeyBlockIds {
+            block_id: archive.order[0],
+            max_size: 8,
+        }),
+        tl_proto::serialize(rpc::GetArchiveInfo { mc_seqno: 10 }),
+        tl_proto::serialize(rpc::GetArchiveChunk {
+            archive_id: 1,
+            offset: 0,
+        }),
+        tl_proto::serialize(rpc::GetPersistentShardStatePartChunk {
+            block_id: id,
+            prefix: 1 << 62,
+            offset: 0,
+        }),
+        tl_proto::serialize(rpc::GetKeyBlockProof { block_id: id }),
+        tl_proto::serialize(proto::Ping),
+        regolith_rpc::proto::broadcast_body(b"not a boc").to_vec(),
+    ];
+    let fuzzer = Arc::new(client(&node, 32));
+    let observer = client(&node, 33);
+
+    const TOTAL: usize = 10_000;
+    const WORKERS: usize = 32;
+    let sent = Arc::new(AtomicUsize::new(0));
+    let answered = Arc::new(AtomicUsize::new(0));
+    let (fuzzer_w, sent_w, answered_w) = (fuzzer.clone(), sent.clone(), answered.clone());
+    let workers = (0..WORKERS).map(move |w| {
+        let (fuzzer, sent, answered, valid) = (
+            fuzzer_w.clone(),
+            sent_w.clone(),
+            answered_w.clone(),
+            valid.clone(),
+        );
+        tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(w as u64);
+            for i in 0..TOTAL / WORKERS + 1 {
+                let body = Bytes::from(fuzz_body(&mut rng, &valid));
+                if i % 10 == 0 {
+                    // one-way messages get no answer; they must not hurt either
+                    let _ = fuzzer.send(body).await;
+                } else if let Ok(Ok(answer)) =
+                    tokio::time::timeout(Duration::from_secs(10), fuzzer.query(body)).await
+                {
+                    // whatever is answered is a well-formed answer
+                    let ok = answer.as_ref() == [0x04, 0x08, 0x70, 0x67]
+                        || matches!(
+                            u32::from_le_bytes(answer[..4].try_into().unwrap()),
+                            0xcc3f9b07 | 0x34f19def
+                        );
+                    assert!(ok, "malformed answer {answer:?}");
+                    answered.fetch_add(1, Ordering::Relaxed);
+                }
+                sent.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    });
+    let fuzzing = tokio::spawn(async move { join_all(workers).await });
+
+    // while the fuzzer runs, another client keeps getting answers promptly
+    let ping = Bytes::from(tl_proto::serialize(proto::Ping));
+    let mut observed = 0;
+    while !fuzzing.is_finished() {
+        let answer = tokio::time::timeout(Duration::from_secs(5), observer.query(ping.clone()))
+            .await
+            .expect("the observer is answered during the fuzzing")
+            .expect("no transport error for the observer");
+        assert_eq!(&answer[..], &[0x04, 0x08, 0x70, 0x67]);
+        observed += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for r in fuzzing.await.unwrap() {
+        r.expect("a fuzz worker panicked");
+    }
+    assert!(
+        sent.load(Ordering::Relaxed) >= TOTAL,
+        "{}",
+        sent.load(Ordering::Relaxed)
+    );
+    assert!(observed > 0);
+    assert!(
+        answered.load(Ordering::Relaxed) > 0,
+        "valid-but-mutated bodies get answers"
+    );
+
+    // afterwards a valid request is still answered correctly, also from the fuzzing client
+    for c in [&*fuzzer, &observer] {
+        check_full(
+            &archive,
+            &id,
+            ask(c, rpc::GetBlockFull { block_id: id }).await,
+        );
+    }
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_from_one_ip_does_not_starve_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits: RateLimitsConfig =
+        serde_json::from_str(r#"{"whitelist": ["127.0.0.42"]}"#).unwrap();
+    let node = serve(dir.path(), 41, Some(limits), true).await;
+    let archive = read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap());
+    let id = archive.order[3];
+    let flooder = Arc::new(client(&node, 43));
+    let whitelisted = client(&node, 42);
+    let other = client(&node, 44);
+
+    let flood_answers = Arc::new(AtomicUsize::new(0));
+    let flood_sent = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = (0..32).map(|_| {
+        let (flooder, answers, sent, stop) = (
+            flooder.clone(),
+            flood_answers.clone(),
+            flood_sent.clone(),
+            stop.clone(),
+        );
+        let body = Bytes::from(tl_proto::serialize(rpc::GetBlockFull { block_id: id }));
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(Ok(_)) =
+                    tokio::time::timeout(Duration::from_secs(2), flooder.query(body.clone())).await
+                {
+                    answers.fetch_add(1, Ordering::Relaxed);
+                }
+                sent.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    });
+    let flood = join_all(flood);
+    let flood = tokio::spawn(flood);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // during the flood: the whitelisted IP gets everything, another IP gets its own (light) budget
+    for _ in 0..30 {
+        check_full(
+            &archive,
+            &id,
+            ask(&whitelisted, rpc::GetBlockFull { block_id: id }).await,
+        );
+    }
+    for _ in 0..10 {
+        let answer = tokio::time::timeout(
+            Duration::from_secs(5),
+            other.query(Bytes::from(tl_proto::serialize(proto::Ping))),
+        )
+        .await
+        .expect("answered in time")
+        .expect("answered");
+        assert_eq!(&answer[..], &[0x04, 0x08, 0x70, 0x67]);
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    check_full(
+        &archive,
+        &id,
+        ask(&other, rpc::GetBlockFull { block_id: id }).await,
+    );
+    stop.store(true, Ordering::Relaxed);
+    flood.await.unwrap();
+    let (sent, answered) = (
+        flood_sent.load(Ordering::Relaxed),
+        flood_answers.load(Ordering::Relaxed),
+    );
+    assert!(sent > 200, "the flood was a flood: {sent}");
+    assert!(
+        answered < sent / 2,
+        "the flooder was limited: {answered} of {sent} answered"
+    );
+    node.shutdown().await;
+}

@@ -1,0 +1,30 @@
+//! regolith blockchain RPC, the serving half (rpc.md §1–§6, §9): the `blockchain.*` TL protocol
+//! ([`proto`]), the [`BlockchainRpcService`] that answers it from a [`BlockStorageView`] and an
+//! [`RpcDataProvider`] (storage, S3 or hybrid), external-message broadcast receiving ([`broadcast`]) and the
+//! ingress rate-limit policy ([`rate_limit`]) for tycho-network's public overlay.
+
+pub mod broadcast;
+pub mod config;
+pub mod error;
+pub mod network;
+pub mod proto;
+pub mod providers;
+pub mod rate_limit;
+pub mod service;
+pub mod view;
+
+pub use broadcast::{BroadcastListener, NoopBroadcastListener};
+pub use config::{BlockchainRpcServiceConfig, RateLimitsConfig, S3ClientConfig, S3ProxyConfig};
+pub use error::{ConfigError, ProviderError, ProviderResult};
+pub use network::{BlockchainNetwork, NetworkSettings, RawOverlayClient};
+pub use proto::overlay_id;
+pub use providers::{
+    ArchiveLookup, HybridProvider, PersistentStateFiles, RpcDataProvider, S3Provider, StateInfo,
+    StateKind, StatePart, StatePartInfo, StorageProvider,
+};
+pub use rate_limit::RpcRateLimitPolicy;
+pub use service::BlockchainRpcService;
+pub use view::{BlockStorageView, HandleFlags};
+
+/// The name of the blockchain public overlay (metrics label).
+pub const OVERLAY_NAME: &str = "blockchain_rpc";

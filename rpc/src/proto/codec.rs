@@ -1,0 +1,168 @@
+//! Field codecs the derive cannot express on its own: the bare 80-byte `blockchain.blockId` with its shard
+//! checks (§2.1), non-zero integers (NZ fields) and bounded vectors.
+
+use tl_proto::{TlError, TlPacket, TlRead, TlResult, TlWrite};
+use tycho_types::models::{BlockId, ShardIdent};
+use tycho_types::prelude::HashBytes;
+
+/// Size of a bare block id on the wire.
+pub const BLOCK_ID_WIRE_LEN: usize = 80;
+
+/// The bare, 80-byte `blockchain.blockId` (never boxed, §2.1).
+pub mod block_id {
+    use super::*;
+
+    /// Always 80 bytes.
+    pub const fn size_hint(_: &BlockId) -> usize {
+        BLOCK_ID_WIRE_LEN
+    }
+
+    /// `i32 workchain, u64 prefix, u32 seqno, [32] root_hash, [32] file_hash`.
+    pub fn write<P: TlPacket>(id: &BlockId, packet: &mut P) {
+        packet.write_i32(id.shard.workchain());
+        packet.write_u64(id.shard.prefix());
+        packet.write_u32(id.seqno);
+        packet.write_raw_slice(id.root_hash.as_slice());
+        packet.write_raw_slice(id.file_hash.as_slice());
+    }
+
+    /// Rejects a zero prefix, a prefix with any of its 3 low bits set and a masterchain prefix other than
+    /// `0x8000000000000000`.
+    pub fn read(packet: &mut &[u8]) -> TlResult<BlockId> {
+        let workchain = i32::read_from(packet)?;
+        let prefix = u64::read_from(packet)?;
+        let seqno = u32::read_from(packet)?;
+        let root_hash = <[u8; 32]>::read_from(packet)?;
+        let file_hash = <[u8; 32]>::read_from(packet)?;
+        let shard = check_shard(workchain, prefix).ok_or(TlError::InvalidData)?;
+        Ok(BlockId {
+            shard,
+            seqno,
+            root_hash: HashBytes(root_hash),
+            file_hash: HashBytes(file_hash),
+        })
+    }
+}
+
+/// A shard ident from wire fields, or `None` when §2.1 forbids it.
+pub fn check_shard(workchain: i32, prefix: u64) -> Option<ShardIdent> {
+    if prefix == 0 || prefix & 0b111 != 0 {
+        return None;
+    }
+    if workchain == -1 && prefix != ShardIdent::PREFIX_FULL {
+        return None;
+    }
+    ShardIdent::new(workchain, prefix)
+}
+
+/// A vector of bare block ids.
+pub mod block_id_vec {
+    use super::*;
+
+    /// Count plus 80 bytes per id.
+    pub fn size_hint(ids: &[BlockId]) -> usize {
+        4 + ids.len() * BLOCK_ID_WIRE_LEN
+    }
+
+    /// u32 count, then each id bare.
+    pub fn write<P: TlPacket>(ids: &[BlockId], packet: &mut P) {
+        packet.write_u32(ids.len() as u32);
+        for id in ids {
+            block_id::write(id, packet);
+        }
+    }
+
+    /// The count is bounded by the remaining bytes, so a huge count cannot allocate.
+    pub fn read(packet: &mut &[u8]) -> TlResult<Vec<BlockId>> {
+        let len = u32::read_from(packet)? as usize;
+        if len > packet.len() / BLOCK_ID_WIRE_LEN {
+            return Err(TlError::UnexpectedEof);
+        }
+        let mut ids = Vec::with_capacity(len);
+        for _ in 0..len {
+            ids.push(block_id::read(packet)?);
+        }
+        Ok(ids)
+    }
+}
+
+/// A u32 that must not be 0 (NZ).
+pub mod nz_u32 {
+    use super::*;
+
+    /// 4 bytes.
+    pub const fn size_hint(_: &u32) -> usize {
+        4
+    }
+
+    /// LE u32.
+    pub fn write<P: TlPacket>(value: &u32, packet: &mut P) {
+        packet.write_u32(*value);
+    }
+
+    /// Rejects 0.
+    pub fn read(packet: &mut &[u8]) -> TlResult<u32> {
+        match u32::read_from(packet)? {
+            0 => Err(TlError::InvalidData),
+            value => Ok(value),
+        }
+    }
+}
+
+/// A u64 that must not be 0 (NZ).
+pub mod nz_u64 {
+    use super::*;
+
+    /// 8 bytes.
+    pub const fn size_hint(_: &u64) -> usize {
+        8
+    }
+
+    /// LE u64.
+    pub fn write<P: TlPacket>(value: &u64, packet: &mut P) {
+        packet.write_u64(*value);
+    }
+
+    /// Rejects 0.
+    pub fn read(packet: &mut &[u8]) -> TlResult<u64> {
+        match u64::read_from(packet)? {
+            0 => Err(TlError::InvalidData),
+            value => Ok(value),
+        }
+    }
+}
+
+/// At most 64 boxed `persistentStatePartInfo` items.
+pub mod part_vec {
+    use super::*;
+    use crate::proto::PersistentStatePartInfo;
+
+    /// The largest accepted count.
+    pub const MAX_PARTS: usize = 64;
+
+    /// Count plus the boxed items.
+    pub fn size_hint(parts: &[PersistentStatePartInfo]) -> usize {
+        4 + parts.iter().map(TlWrite::max_size_hint).sum::<usize>()
+    }
+
+    /// u32 count, then each item with its id.
+    pub fn write<P: TlPacket>(parts: &[PersistentStatePartInfo], packet: &mut P) {
+        packet.write_u32(parts.len() as u32);
+        for part in parts {
+            part.write_to(packet);
+        }
+    }
+
+    /// Rejects more than 64 items.
+    pub fn read(packet: &mut &[u8]) -> TlResult<Vec<PersistentStatePartInfo>> {
+        let len = u32::read_from(packet)? as usize;
+        if len > MAX_PARTS {
+            return Err(TlError::InvalidData);
+        }
+        let mut parts = Vec::with_capacity(len);
+        for _ in 0..len {
+            parts.push(PersistentStatePartInfo::read_from(packet)?);
+        }
+        Ok(parts)
+    }
+}

@@ -1,0 +1,661 @@
+//! The `blockchain.*` TL protocol (rpc.md §2): constructor ids, answer types, request functions, the
+//! `overlay.response` wrapper, the bare ping/pong, the broadcast body and the overlay id (§2.8).
+//!
+//! Every value is encoded byte-for-byte as the reference does, including the traps of §2.5: the 4-byte
+//! `chunk_size` fields, the boxed `blockData`/`partInfo` inside other values and the always-bare block id.
+
+pub mod codec;
+#[cfg(test)]
+mod tests;
+
+use bytes::Bytes;
+use sha2::Digest;
+use tl_proto::{TlError, TlPacket, TlRead, TlResult, TlWrite};
+use tycho_types::models::BlockId;
+
+pub use codec::BLOCK_ID_WIRE_LEN;
+
+/// The schema text the ids come from (a documentation artefact; tests recompute ids from its lines).
+pub const SCHEMA: &str = include_str!("proto.tl");
+
+/// Constructor ids (§2.2–2.4).
+pub mod ids {
+    /// `overlay.prefix`, added and stripped by tycho-network.
+    pub const OVERLAY_PREFIX: u32 = 0x5ff1d768;
+    /// `overlay.ping`.
+    pub const PING: u32 = 0x6d81c833;
+    /// `overlay.pong`.
+    pub const PONG: u32 = 0x67700804;
+    /// `overlay.response.ok`.
+    pub const RESPONSE_OK: u32 = 0xcc3f9b07;
+    /// `overlay.response.err`.
+    pub const RESPONSE_ERR: u32 = 0x34f19def;
+    /// `overlay.broadcastPrefix`.
+    pub const BROADCAST_PREFIX: u32 = 0x70910e1f;
+    /// `blockchain.overlayIdData`.
+    pub const OVERLAY_ID_DATA: u32 = 0x4ec33e39;
+    /// `blockchain.keyBlockIds`.
+    pub const KEY_BLOCK_IDS: u32 = 0x338aa3fc;
+    /// `blockchain.blockFull.found`.
+    pub const BLOCK_FULL_FOUND: u32 = 0xcd0fcf0a;
+    /// `blockchain.blockFull.notFound`.
+    pub const BLOCK_FULL_NOT_FOUND: u32 = 0xcc093d98;
+    /// `blockchain.blockData`.
+    pub const BLOCK_DATA: u32 = 0xc0e78f5b;
+    /// `blockchain.keyBlockProof.found`.
+    pub const KEY_BLOCK_PROOF_FOUND: u32 = 0xb6e6e4e8;
+    /// `blockchain.keyBlockProof.notFound`.
+    pub const KEY_BLOCK_PROOF_NOT_FOUND: u32 = 0x7c9e7346;
+    /// `blockchain.zerostateProof.found`.
+    pub const ZEROSTATE_PROOF_FOUND: u32 = 0x233a0cbb;
+    /// `blockchain.zerostateProof.notFound`.
+    pub const ZEROSTATE_PROOF_NOT_FOUND: u32 = 0xc8524f22;
+    /// `blockchain.archiveInfo.found`.
+    pub const ARCHIVE_INFO_FOUND: u32 = 0xcb32f986;
+    /// `blockchain.archiveInfo.tooNew`.
+    pub const ARCHIVE_INFO_TOO_NEW: u32 = 0xc57c0ee6;
+    /// `blockchain.archiveInfo.notFound`.
+    pub const ARCHIVE_INFO_NOT_FOUND: u32 = 0xed05f5cd;
+    /// `blockchain.persistentStatePartInfo`.
+    pub const PERSISTENT_STATE_PART_INFO: u32 = 0xd4eccf17;
+    /// `blockchain.persistentStateInfo.found`.
+    pub const PERSISTENT_STATE_INFO_FOUND: u32 = 0x9f5de39b;
+    /// `blockchain.persistentStateInfo.foundWithParts`.
+    pub const PERSISTENT_STATE_INFO_FOUND_WITH_PARTS: u32 = 0xb06ee5d4;
+    /// `blockchain.persistentStateInfo.notFound`.
+    pub const PERSISTENT_STATE_INFO_NOT_FOUND: u32 = 0x33cf6999;
+    /// `blockchain.data`.
+    pub const DATA: u32 = 0x921c0ea3;
+    /// `blockchain.broadcast.message`.
+    pub const BROADCAST_MESSAGE: u32 = 0xe74485b6;
+
+    /// `blockchain.getNextKeyBlockIds`.
+    pub const GET_NEXT_KEY_BLOCK_IDS: u32 = 0x5b17ca62;
+    /// `blockchain.getBlockFull`.
+    pub const GET_BLOCK_FULL: u32 = 0x331be15f;
+    /// `blockchain.getNextBlockFull`.
+    pub const GET_NEXT_BLOCK_FULL: u32 = 0xc34ea56d;
+    /// `blockchain.getBlockDataChunk`.
+    pub const GET_BLOCK_DATA_CHUNK: u32 = 0xaa265efe;
+    /// `blockchain.getKeyBlockProof`.
+    pub const GET_KEY_BLOCK_PROOF: u32 = 0x28ea8f3b;
+    /// `blockchain.getZerostateProof`.
+    pub const GET_ZEROSTATE_PROOF: u32 = 0xf326a06b;
+    /// `blockchain.getArchiveInfo`.
+    pub const GET_ARCHIVE_INFO: u32 = 0xa4856ada;
+    /// `blockchain.getArchiveChunk`.
+    pub const GET_ARCHIVE_CHUNK: u32 = 0x6f791e27;
+    /// `blockchain.getPersistentShardStateInfo`.
+    pub const GET_PERSISTENT_SHARD_STATE_INFO: u32 = 0x398752be;
+    /// `blockchain.getPersistentQueueStateInfo`.
+    pub const GET_PERSISTENT_QUEUE_STATE_INFO: u32 = 0xe36180cc;
+    /// `blockchain.getPersistentShardStateChunk`.
+    pub const GET_PERSISTENT_SHARD_STATE_CHUNK: u32 = 0x9f85ddda;
+    /// `blockchain.getPersistentShardStateRootChunk`.
+    pub const GET_PERSISTENT_SHARD_STATE_ROOT_CHUNK: u32 = 0x2e4301fe;
+    /// `blockchain.getPersistentShardStatePartChunk`.
+    pub const GET_PERSISTENT_SHARD_STATE_PART_CHUNK: u32 = 0x65a1bf0b;
+    /// `blockchain.getPersistentQueueStateChunk`.
+    pub const GET_PERSISTENT_QUEUE_STATE_CHUNK: u32 = 0x26f5620a;
+}
+
+/// The fixed block-data chunk size (§2.7): 1 MiB.
+pub const BLOCK_CHUNK_SIZE: u32 = 1 << 20;
+
+/// The blockchain public overlay id of a zerostate (§2.8): SHA-256 of the boxed `overlayIdData`.
+pub fn overlay_id(zerostate_root_hash: &[u8; 32], zerostate_file_hash: &[u8; 32]) -> [u8; 32] {
+    let data = tl_proto::serialize(OverlayIdData {
+        zerostate_root_hash: *zerostate_root_hash,
+        zerostate_file_hash: *zerostate_file_hash,
+    });
+    sha2::Sha256::digest(&data).into()
+}
+
+/// `blockchain.overlayIdData`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed, id = 0x4ec33e39)]
+pub struct OverlayIdData {
+    /// Representation hash of the zerostate root.
+    pub zerostate_root_hash: [u8; 32],
+    /// File hash of the zerostate.
+    pub zerostate_file_hash: [u8; 32],
+}
+
+/// `overlay.ping`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed, id = 0x6d81c833)]
+pub struct Ping;
+
+/// `overlay.pong`, sent bare (not inside `overlay.response`, §2.2 item 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed, id = 0x67700804)]
+pub struct Pong;
+
+/// `overlay.response.ok ‖ value` or `overlay.response.err ‖ code`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OverlayResponse<T> {
+    /// A value.
+    Ok(T),
+    /// A processing failure (§2.6).
+    Err(u32),
+}
+
+impl<T: TlWrite<Repr = tl_proto::Boxed>> TlWrite for OverlayResponse<T> {
+    type Repr = tl_proto::Boxed;
+
+    fn max_size_hint(&self) -> usize {
+        4 + match self {
+            Self::Ok(value) => value.max_size_hint(),
+            Self::Err(_) => 4,
+        }
+    }
+
+    fn write_to<P: TlPacket>(&self, packet: &mut P) {
+        match self {
+            Self::Ok(value) => {
+                packet.write_u32(ids::RESPONSE_OK);
+                value.write_to(packet);
+            }
+            Self::Err(code) => {
+                packet.write_u32(ids::RESPONSE_ERR);
+                packet.write_u32(*code);
+            }
+        }
+    }
+}
+
+impl<'a, T: TlRead<'a, Repr = tl_proto::Boxed>> TlRead<'a> for OverlayResponse<T> {
+    type Repr = tl_proto::Boxed;
+
+    fn read_from(packet: &mut &'a [u8]) -> TlResult<Self> {
+        match u32::read_from(packet)? {
+            ids::RESPONSE_OK => T::read_from(packet).map(Self::Ok),
+            ids::RESPONSE_ERR => u32::read_from(packet).map(Self::Err),
+            _ => Err(TlError::UnknownConstructor),
+        }
+    }
+}
+
+/// `blockchain.keyBlockIds`.
+#[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed, id = 0x338aa3fc)]
+pub struct KeyBlockIds {
+    /// Bare block ids.
+    #[tl(with = "codec::block_id_vec")]
+    pub block_ids: Vec<BlockId>,
+    /// Whether the known chain ends here.
+    pub incomplete: bool,
+}
+
+/// `blockchain.blockData`: the first chunk of the compressed block and the sizes.
+#[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed, id = 0xc0e78f5b)]
+pub struct BlockData {
+    /// The first chunk.
+    pub data: Bytes,
+    /// Size of the whole compressed blob (NZ).
+    #[tl(with = "codec::nz_u32")]
+    pub size: u32,
+    /// Chunk size (NZ).
+    #[tl(with = "codec::nz_u32")]
+    pub chunk_size: u32,
+}
+
+/// `blockchain.BlockFull`.
+#[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed)]
+pub enum BlockFull {
+    /// `blockchain.blockFull.found`.
+    #[tl(id = 0xcd0fcf0a)]
+    Found {
+        /// Bare block id.
+        #[tl(with = "codec::block_id")]
+        block_id: BlockId,
+        /// Boxed block data (trap 2).
+        block: BlockData,
+        /// Raw proof.
+        proof: Bytes,
+        /// Raw queue diff.
+        queue_diff: Bytes,
+    },
+    /// `blockchain.blockFull.notFound`.
+    #[tl(id = 0xcc093d98)]
+    NotFound,
+}
+
+/// `blockchain.KeyBlockProof`.
+#[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed)]
+pub enum KeyBlockProof {
+    /// `blockchain.keyBlockProof.found`.
+    #[tl(id = 0xb6e6e4e8)]
+    Found {
+        /// Raw proof.
+        proof: Bytes,
+    },
+    /// `blockchain.keyBlockProof.notFound`.
+    #[tl(id = 0x7c9e7346)]
+    NotFound,
+}
+
+/// `blockchain.ZerostateProof`.
+#[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed)]
+pub enum ZerostateProof {
+    /// `blockchain.zerostateProof.found`.
+    #[tl(id = 0x233a0cbb)]
+    Found {
+        /// Raw proof.
+        proof: Bytes,
+    },
+    /// `blockchain.zerostateProof.notFound`.
+    #[tl(id = 0xc8524f22)]
+    NotFound,
+}
+
+/// `blockchain.ArchiveInfo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed)]
+pub enum ArchiveInfo {
+    /// `blockchain.archiveInfo.found`; `chunk_size` is 4 bytes on the wire (trap 1).
+    #[tl(id = 0xcb32f986)]
+    Found {
+        /// Archive id.
+        id: u64,
+        /// Compressed size (NZ).
+        #[tl(with = "codec::nz_u64")]
+        size: u64,
+        /// Chunk size (NZ, 4 bytes).
+        #[tl(with = "codec::nz_u32")]
+        chunk_size: u32,
+    },
+    /// `blockchain.archiveInfo.tooNew`.
+    #[tl(id = 0xc57c0ee6)]
+    TooNew,
+    /// `blockchain.archiveInfo.notFound`.
+    #[tl(id = 0xed05f5cd)]
+    NotFound,
+}
+
+/// `blockchain.persistentStatePartInfo` (always boxed, trap 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed, id = 0xd4eccf17)]
+pub struct PersistentStatePartInfo {
+    /// Shard prefix of the part.
+    pub prefix: u64,
+    /// Compressed size (NZ).
+    #[tl(with = "codec::nz_u64")]
+    pub size: u64,
+}
+
+/// `blockchain.PersistentStateInfo`.
+#[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed)]
+pub enum PersistentStateInfo {
+    /// `blockchain.persistentStateInfo.found`; `chunk_size` is 4 bytes (trap 1).
+    #[tl(id = 0x9f5de39b)]
+    Found {
+        /// Compressed size (NZ).
+        #[tl(with = "codec::nz_u64")]
+        size: u64,
+        /// Chunk size (NZ, 4 bytes).
+        #[tl(with = "codec::nz_u32")]
+        chunk_size: u32,
+    },
+    /// `blockchain.persistentStateInfo.foundWithParts`.
+    #[tl(id = 0xb06ee5d4)]
+    FoundWithParts {
+        /// Compressed size of the root (NZ).
+        #[tl(with = "codec::nz_u64")]
+        size: u64,
+        /// Chunk size (NZ, 4 bytes).
+        #[tl(with = "codec::nz_u32")]
+        chunk_size: u32,
+        /// Split depth (NZ).
+        #[tl(with = "codec::nz_u32")]
+        split_depth: u32,
+        /// At most 64 boxed parts.
+        #[tl(with = "codec::part_vec")]
+        parts: Vec<PersistentStatePartInfo>,
+    },
+    /// `blockchain.persistentStateInfo.notFound`.
+    #[tl(id = 0x33cf6999)]
+    NotFound,
+}
+
+/// `blockchain.data`.
+#[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed, id = 0x921c0ea3)]
+pub struct Data {
+    /// The chunk.
+    pub data: Bytes,
+}
+
+/// `blockchain.broadcast.message`.
+#[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed, id = 0xe74485b6)]
+pub struct MessageBroadcast {
+    /// The external message BOC.
+    pub data: Bytes,
+}
+
+/// The body of a broadcast overlay message (§2.2 item 2): `broadcastPrefix ‖ broadcast.message`.
+pub fn broadcast_body(message: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(12 + message.len());
+    out.extend_from_slice(&ids::BROADCAST_PREFIX.to_le_bytes());
+    MessageBroadcast {
+        data: Bytes::copy_from_slice(message),
+    }
+    .write_to(&mut out);
+    Bytes::from(out)
+}
+
+/// Request functions (§2.4).
+pub mod rpc {
+    use super::*;
+
+    /// `blockchain.getNextKeyBlockIds`.
+    #[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0x5b17ca62)]
+    pub struct GetNextKeyBlockIds {
+        /// The block to start from.
+        #[tl(with = "codec::block_id")]
+        pub block_id: BlockId,
+        /// The most ids wanted (schema name `count`).
+        pub max_size: u32,
+    }
+
+    /// `blockchain.getBlockFull`.
+    #[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0x331be15f)]
+    pub struct GetBlockFull {
+        /// The block.
+        #[tl(with = "codec::block_id")]
+        pub block_id: BlockId,
+    }
+
+    /// `blockchain.getNextBlockFull`.
+    #[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0xc34ea56d)]
+    pub struct GetNextBlockFull {
+        /// The previous block.
+        #[tl(with = "codec::block_id")]
+        pub prev_block_id: BlockId,
+    }
+
+    /// `blockchain.getBlockDataChunk`; the offset is 4 bytes.
+    #[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0xaa265efe)]
+    pub struct GetBlockDataChunk {
+        /// The block.
+        #[tl(with = "codec::block_id")]
+        pub block_id: BlockId,
+        /// Offset into the compressed blob.
+        pub offset: u32,
+    }
+
+    /// `blockchain.getKeyBlockProof`.
+    #[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0x28ea8f3b)]
+    pub struct GetKeyBlockProof {
+        /// The key block.
+        #[tl(with = "codec::block_id")]
+        pub block_id: BlockId,
+    }
+
+    /// `blockchain.getZerostateProof`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0xf326a06b)]
+    pub struct GetZerostateProof;
+
+    /// `blockchain.getArchiveInfo`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0xa4856ada)]
+    pub struct GetArchiveInfo {
+        /// An mc seqno the archive must hold.
+        pub mc_seqno: u32,
+    }
+
+    /// `blockchain.getArchiveChunk`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0x6f791e27)]
+    pub struct GetArchiveChunk {
+        /// Archive id (64 bits on the wire).
+        pub archive_id: u64,
+        /// Offset into the compressed archive.
+        pub offset: u64,
+    }
+
+    /// `blockchain.getPersistentShardStateInfo`.
+    #[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0x398752be)]
+    pub struct GetPersistentShardStateInfo {
+        /// The block of the state.
+        #[tl(with = "codec::block_id")]
+        pub block_id: BlockId,
+    }
+
+    /// `blockchain.getPersistentQueueStateInfo`.
+    #[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0xe36180cc)]
+    pub struct GetPersistentQueueStateInfo {
+        /// The block of the state.
+        #[tl(with = "codec::block_id")]
+        pub block_id: BlockId,
+    }
+
+    /// `blockchain.getPersistentShardStateChunk`.
+    #[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0x9f85ddda)]
+    pub struct GetPersistentShardStateChunk {
+        /// The block of the state.
+        #[tl(with = "codec::block_id")]
+        pub block_id: BlockId,
+        /// Offset.
+        pub offset: u64,
+    }
+
+    /// `blockchain.getPersistentShardStateRootChunk`.
+    #[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0x2e4301fe)]
+    pub struct GetPersistentShardStateRootChunk {
+        /// The block of the state.
+        #[tl(with = "codec::block_id")]
+        pub block_id: BlockId,
+        /// Offset.
+        pub offset: u64,
+    }
+
+    /// `blockchain.getPersistentShardStatePartChunk`.
+    #[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0x65a1bf0b)]
+    pub struct GetPersistentShardStatePartChunk {
+        /// The block of the state.
+        #[tl(with = "codec::block_id")]
+        pub block_id: BlockId,
+        /// Shard prefix of the part.
+        pub prefix: u64,
+        /// Offset.
+        pub offset: u64,
+    }
+
+    /// `blockchain.getPersistentQueueStateChunk`.
+    #[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0x26f5620a)]
+    pub struct GetPersistentQueueStateChunk {
+        /// The block of the state.
+        #[tl(with = "codec::block_id")]
+        pub block_id: BlockId,
+        /// Offset.
+        pub offset: u64,
+    }
+}
+
+/// A decoded request body (dispatch on the first u32, §3.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RpcRequest {
+    /// `overlay.ping`.
+    Ping,
+    /// `getNextKeyBlockIds`.
+    GetNextKeyBlockIds(rpc::GetNextKeyBlockIds),
+    /// `getBlockFull`.
+    GetBlockFull(rpc::GetBlockFull),
+    /// `getNextBlockFull`.
+    GetNextBlockFull(rpc::GetNextBlockFull),
+    /// `getBlockDataChunk`.
+    GetBlockDataChunk(rpc::GetBlockDataChunk),
+    /// `getKeyBlockProof`.
+    GetKeyBlockProof(rpc::GetKeyBlockProof),
+    /// `getZerostateProof`.
+    GetZerostateProof,
+    /// `getArchiveInfo`.
+    GetArchiveInfo(rpc::GetArchiveInfo),
+    /// `getArchiveChunk`.
+    GetArchiveChunk(rpc::GetArchiveChunk),
+    /// `getPersistentShardStateInfo`.
+    GetPersistentShardStateInfo(rpc::GetPersistentShardStateInfo),
+    /// `getPersistentQueueStateInfo`.
+    GetPersistentQueueStateInfo(rpc::GetPersistentQueueStateInfo),
+    /// `getPersistentShardStateChunk`.
+    GetPersistentShardStateChunk(rpc::GetPersistentShardStateChunk),
+    /// `getPersistentShardStateRootChunk`.
+    GetPersistentShardStateRootChunk(rpc::GetPersistentShardStateRootChunk),
+    /// `getPersistentShardStatePartChunk`.
+    GetPersistentShardStatePartChunk(rpc::GetPersistentShardStatePartChunk),
+    /// `getPersistentQueueStateChunk`.
+    GetPersistentQueueStateChunk(rpc::GetPersistentQueueStateChunk),
+}
+
+/// The request methods, for metrics labels and rate-limit classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// `overlay.ping`.
+    Ping,
+    /// `getNextKeyBlockIds`.
+    GetNextKeyBlockIds,
+    /// `getBlockFull`.
+    GetBlockFull,
+    /// `getNextBlockFull`.
+    GetNextBlockFull,
+    /// `getBlockDataChunk`.
+    GetBlockDataChunk,
+    /// `getKeyBlockProof`.
+    GetKeyBlockProof,
+    /// `getZerostateProof`.
+    GetZerostateProof,
+    /// `getArchiveInfo`.
+    GetArchiveInfo,
+    /// `getArchiveChunk`.
+    GetArchiveChunk,
+    /// `getPersistentShardStateInfo`.
+    GetPersistentShardStateInfo,
+    /// `getPersistentQueueStateInfo`.
+    GetPersistentQueueStateInfo,
+    /// `getPersistentShardStateChunk`.
+    GetPersistentShardStateChunk,
+    /// `getPersistentShardStateRootChunk`.
+    GetPersistentShardStateRootChunk,
+    /// `getPersistentShardStatePartChunk`.
+    GetPersistentShardStatePartChunk,
+    /// `getPersistentQueueStateChunk`.
+    GetPersistentQueueStateChunk,
+}
+
+impl Method {
+    /// The method a constructor id names, if any.
+    pub fn from_id(id: u32) -> Option<Self> {
+        Some(match id {
+            ids::PING => Self::Ping,
+            ids::GET_NEXT_KEY_BLOCK_IDS => Self::GetNextKeyBlockIds,
+            ids::GET_BLOCK_FULL => Self::GetBlockFull,
+            ids::GET_NEXT_BLOCK_FULL => Self::GetNextBlockFull,
+            ids::GET_BLOCK_DATA_CHUNK => Self::GetBlockDataChunk,
+            ids::GET_KEY_BLOCK_PROOF => Self::GetKeyBlockProof,
+            ids::GET_ZEROSTATE_PROOF => Self::GetZerostateProof,
+            ids::GET_ARCHIVE_INFO => Self::GetArchiveInfo,
+            ids::GET_ARCHIVE_CHUNK => Self::GetArchiveChunk,
+            ids::GET_PERSISTENT_SHARD_STATE_INFO => Self::GetPersistentShardStateInfo,
+            ids::GET_PERSISTENT_QUEUE_STATE_INFO => Self::GetPersistentQueueStateInfo,
+            ids::GET_PERSISTENT_SHARD_STATE_CHUNK => Self::GetPersistentShardStateChunk,
+            ids::GET_PERSISTENT_SHARD_STATE_ROOT_CHUNK => Self::GetPersistentShardStateRootChunk,
+            ids::GET_PERSISTENT_SHARD_STATE_PART_CHUNK => Self::GetPersistentShardStatePartChunk,
+            ids::GET_PERSISTENT_QUEUE_STATE_CHUNK => Self::GetPersistentQueueStateChunk,
+            _ => return None,
+        })
+    }
+
+    /// The method of a body, from its first u32.
+    pub fn of_body(body: &[u8]) -> Option<Self> {
+        let id = u32::from_le_bytes(body.get(..4)?.try_into().ok()?);
+        Self::from_id(id)
+    }
+
+    /// A stable label for metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ping => "ping",
+            Self::GetNextKeyBlockIds => "getNextKeyBlockIds",
+            Self::GetBlockFull => "getBlockFull",
+            Self::GetNextBlockFull => "getNextBlockFull",
+            Self::GetBlockDataChunk => "getBlockDataChunk",
+            Self::GetKeyBlockProof => "getKeyBlockProof",
+            Self::GetZerostateProof => "getZerostateProof",
+            Self::GetArchiveInfo => "getArchiveInfo",
+            Self::GetArchiveChunk => "getArchiveChunk",
+            Self::GetPersistentShardStateInfo => "getPersistentShardStateInfo",
+            Self::GetPersistentQueueStateInfo => "getPersistentQueueStateInfo",
+            Self::GetPersistentShardStateChunk => "getPersistentShardStateChunk",
+            Self::GetPersistentShardStateRootChunk => "getPersistentShardStateRootChunk",
+            Self::GetPersistentShardStatePartChunk => "getPersistentShardStatePartChunk",
+            Self::GetPersistentQueueStateChunk => "getPersistentQueueStateChunk",
+        }
+    }
+
+    /// Whether the §6.2 policy charges the method to the heavy class (otherwise light).
+    pub fn is_heavy(self) -> bool {
+        matches!(
+            self,
+            Self::GetNextKeyBlockIds
+                | Self::GetBlockFull
+                | Self::GetNextBlockFull
+                | Self::GetKeyBlockProof
+                | Self::GetZerostateProof
+                | Self::GetPersistentShardStateChunk
+                | Self::GetPersistentShardStateRootChunk
+                | Self::GetPersistentShardStatePartChunk
+                | Self::GetPersistentQueueStateChunk
+        )
+    }
+}
+
+impl RpcRequest {
+    /// Decodes a body; trailing bytes are accepted (§2.1), anything undecodable is an error.
+    pub fn decode(body: &[u8]) -> TlResult<Self> {
+        fn de<'a, T: TlRead<'a>>(body: &'a [u8]) -> TlResult<T> {
+            let mut packet = body;
+            T::read_from(&mut packet)
+        }
+        let method = Method::of_body(body).ok_or(TlError::UnknownConstructor)?;
+        Ok(match method {
+            Method::Ping => Self::Ping,
+            Method::GetNextKeyBlockIds => Self::GetNextKeyBlockIds(de(body)?),
+            Method::GetBlockFull => Self::GetBlockFull(de(body)?),
+            Method::GetNextBlockFull => Self::GetNextBlockFull(de(body)?),
+            Method::GetBlockDataChunk => Self::GetBlockDataChunk(de(body)?),
+            Method::GetKeyBlockProof => Self::GetKeyBlockProof(de(body)?),
+            Method::GetZerostateProof => Self::GetZerostateProof,
+            Method::GetArchiveInfo => Self::GetArchiveInfo(de(body)?),
+            Method::GetArchiveChunk => Self::GetArchiveChunk(de(body)?),
+            Method::GetPersistentShardStateInfo => Self::GetPersistentShardStateInfo(de(body)?),
+            Method::GetPersistentQueueStateInfo => Self::GetPersistentQueueStateInfo(de(body)?),
+            Method::GetPersistentShardStateChunk => Self::GetPersistentShardStateChunk(de(body)?),
+            Method::GetPersistentShardStateRootChunk => {
+                Self::GetPersistentShardStateRootChunk(de(body)?)
+            }
+            Method::GetPersistentShardStatePartChunk => {
+                Self::GetPersistentShardStatePartChunk(de(body)?)
+            }
+            Method::GetPersistentQueueStateChunk => Self::GetPersistentQueueStateChunk(de(body)?),
+        })
+    }
+}

@@ -1,0 +1,184 @@
+//! Data providers for archives and persistent states (rpc.md §4): the public [`RpcDataProvider`] trait and
+//! the built-in storage, S3 and hybrid providers.
+
+mod hybrid;
+mod manifest;
+mod s3;
+mod storage;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tycho_types::models::BlockId;
+
+use crate::error::ProviderResult;
+
+pub use hybrid::HybridProvider;
+pub use manifest::{validate_split_parts, SplitManifest};
+pub use s3::{capped_chunk_size, KeyBlockLookup, S3Limits, S3Provider, S3Settings, FRAME_RESERVE};
+pub use storage::STORAGE_CHUNK_SIZE;
+pub use storage::{PersistentStateFiles, StorageProvider};
+
+/// What a provider knows about the archive of an mc seqno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArchiveLookup {
+    /// The archive, its compressed size and chunk size.
+    Found {
+        /// Archive id (seqno of its first mc block).
+        id: u32,
+        /// Compressed size.
+        size: u64,
+        /// Chunk size the client must use.
+        chunk_size: u64,
+    },
+    /// Not there yet.
+    TooNew,
+    /// Unknown.
+    NotFound,
+}
+
+/// The kind of a persistent state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StateKind {
+    /// A shard state.
+    Shard,
+    /// A queue state.
+    Queue,
+}
+
+/// Which object of a persistent state a chunk comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatePart {
+    /// The whole (unsplit) state.
+    Unsplit,
+    /// The root of a split state.
+    SplitRoot,
+    /// One part of a split state, by shard prefix.
+    SplitPart(u64),
+}
+
+/// One part of a split state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatePartInfo {
+    /// Shard prefix.
+    pub prefix: u64,
+    /// Compressed size.
+    pub size: u64,
+}
+
+/// A persistent state descriptor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateInfo {
+    /// Compressed size (of the root for a split state).
+    pub size: u64,
+    /// Chunk size the client must use.
+    pub chunk_size: u64,
+    /// 0 for an unsplit state.
+    pub split_depth: u8,
+    /// The parts of a split state.
+    pub parts: Vec<StatePartInfo>,
+}
+
+/// A source of archives and persistent states (§4.1).
+#[async_trait]
+pub trait RpcDataProvider: Send + Sync + 'static {
+    /// The archive holding `mc_seqno`.
+    async fn archive_info(&self, mc_seqno: u32) -> ProviderResult<ArchiveLookup>;
+    /// Bytes `[offset, offset + chunk)` of an archive.
+    async fn archive_chunk(&self, archive_id: u32, offset: u64) -> ProviderResult<Bytes>;
+    /// The descriptor of a persistent state.
+    async fn state_info(
+        &self,
+        block: &BlockId,
+        kind: StateKind,
+    ) -> ProviderResult<Option<StateInfo>>;
+    /// A chunk of a persistent state; `None` when absent.
+    async fn state_chunk(
+        &self,
+        block: &BlockId,
+        offset: u64,
+        kind: StateKind,
+        part: StatePart,
+    ) -> ProviderResult<Option<Bytes>>;
+}
+
+#[async_trait]
+impl<T: RpcDataProvider + ?Sized> RpcDataProvider for std::sync::Arc<T> {
+    async fn archive_info(&self, mc_seqno: u32) -> ProviderResult<ArchiveLookup> {
+        (**self).archive_info(mc_seqno).await
+    }
+    async fn archive_chunk(&self, archive_id: u32, offset: u64) -> ProviderResult<Bytes> {
+        (**self).archive_chunk(archive_id, offset).await
+    }
+    async fn state_info(
+        &self,
+        block: &BlockId,
+        kind: StateKind,
+    ) -> ProviderResult<Option<StateInfo>> {
+        (**self).state_info(block, kind).await
+    }
+    async fn state_chunk(
+        &self,
+        block: &BlockId,
+        offset: u64,
+        kind: StateKind,
+        part: StatePart,
+    ) -> ProviderResult<Option<Bytes>> {
+        (**self).state_chunk(block, offset, kind, part).await
+    }
+}
+
+#[async_trait]
+impl RpcDataProvider for Box<dyn RpcDataProvider> {
+    async fn archive_info(&self, mc_seqno: u32) -> ProviderResult<ArchiveLookup> {
+        (**self).archive_info(mc_seqno).await
+    }
+    async fn archive_chunk(&self, archive_id: u32, offset: u64) -> ProviderResult<Bytes> {
+        (**self).archive_chunk(archive_id, offset).await
+    }
+    async fn state_info(
+        &self,
+        block: &BlockId,
+        kind: StateKind,
+    ) -> ProviderResult<Option<StateInfo>> {
+        (**self).state_info(block, kind).await
+    }
+    async fn state_chunk(
+        &self,
+        block: &BlockId,
+        offset: u64,
+        kind: StateKind,
+        part: StatePart,
+    ) -> ProviderResult<Option<Bytes>> {
+        (**self).state_chunk(block, offset, kind, part).await
+    }
+}
+
+/// The text form of a block id used in object keys and file names (§4.3.2):
+/// `{wc}:{shard:016x}:{seqno}:{root_hex}:{file_hex}`.
+pub fn block_key_text(block: &BlockId) -> String {
+    format!(
+        "{}:{:016x}:{}:{}:{}",
+        block.shard.workchain(),
+        block.shard.prefix(),
+        block.seqno,
+        hex::encode(block.root_hash.as_slice()),
+        hex::encode(block.file_hash.as_slice())
+    )
+}
+
+/// The object name (relative key) of a state object (§4.3.2).
+pub fn state_object_name(block: &BlockId, kind: StateKind, part: StatePart) -> Option<String> {
+    let b = block_key_text(block);
+    Some(match (kind, part) {
+        (StateKind::Queue, StatePart::Unsplit) => format!("{b}.queue"),
+        (StateKind::Queue, _) => return None,
+        (StateKind::Shard, StatePart::Unsplit) => format!("{b}.boc"),
+        (StateKind::Shard, StatePart::SplitRoot) => format!("{b}.boc.split"),
+        (StateKind::Shard, StatePart::SplitPart(prefix)) => format!("{b}_part_{prefix:016x}.boc"),
+    })
+}
+
+/// The object name of a split manifest.
+pub fn manifest_object_name(block: &BlockId) -> String {
+    format!("{}.meta.json", block_key_text(block))
+}

@@ -1,0 +1,539 @@
+//! The blockchain RPC service (rpc.md §3): dispatch on the body's first u32, the handlers, the answer
+//! codes of §2.6 and the metrics; plus broadcast receiving (§5.3) on `on_message`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use tl_proto::TlWrite;
+use tycho_network::{InboundRequestMeta, Response, Service, ServiceRequest};
+use tycho_types::models::BlockId;
+
+use crate::broadcast::{self, BroadcastListener, INLINE_VALIDATION_LIMIT};
+use crate::config::BlockchainRpcServiceConfig;
+use crate::proto::{self, rpc, Method, OverlayResponse, RpcRequest, BLOCK_CHUNK_SIZE};
+use crate::providers::{ArchiveLookup, RpcDataProvider, StateKind, StatePart};
+use crate::view::BlockStorageView;
+
+/// Error code: bad request (§2.6).
+pub const ERR_BAD_REQUEST: u32 = 1;
+/// Error code: internal failure.
+pub const ERR_INTERNAL: u32 = 2;
+/// Error code: not found.
+pub const ERR_NOT_FOUND: u32 = 3;
+
+/// The default network frame limit (8 MiB).
+pub const DEFAULT_MAX_FRAME_SIZE: usize = 8 << 20;
+
+/// What a handler answers.
+enum Answer {
+    /// A bare pong.
+    Pong,
+    /// `overlay.response.ok ‖ value`, already serialized.
+    Ok(Vec<u8>),
+    /// `overlay.response.err ‖ code`.
+    Err(u32),
+}
+
+fn ok<T: TlWrite<Repr = tl_proto::Boxed>>(value: T) -> Answer {
+    Answer::Ok(tl_proto::serialize(OverlayResponse::Ok(value)))
+}
+
+impl Answer {
+    fn label(&self) -> &'static str {
+        match self {
+            Self::Pong => "pong",
+            Self::Ok(_) => "ok",
+            Self::Err(ERR_BAD_REQUEST) => "err1",
+            Self::Err(ERR_INTERNAL) => "err2",
+            Self::Err(ERR_NOT_FOUND) => "err3",
+            Self::Err(_) => "err",
+        }
+    }
+
+    fn into_bytes(self) -> Bytes {
+        match self {
+            Self::Pong => Bytes::from(tl_proto::serialize(proto::Pong)),
+            Self::Ok(bytes) => Bytes::from(bytes),
+            Self::Err(code) => Bytes::from(tl_proto::serialize(
+                OverlayResponse::<proto::Data>::Err(code),
+            )),
+        }
+    }
+}
+
+struct Inner {
+    storage: Arc<dyn BlockStorageView>,
+    provider: Arc<dyn RpcDataProvider>,
+    listener: Option<Arc<dyn BroadcastListener>>,
+    config: BlockchainRpcServiceConfig,
+    max_frame_size: usize,
+}
+
+/// The service installed in the `blockchain_rpc` public overlay. Cheap to clone.
+#[derive(Clone)]
+pub struct BlockchainRpcService {
+    inner: Arc<Inner>,
+}
+
+/// Builder step: the storage view.
+pub struct ServiceBuilder(());
+/// Builder step: the provider.
+pub struct ServiceBuilderWithStorage(Arc<dyn BlockStorageView>);
+/// Builder step: the broadcast listener.
+pub struct ServiceBuilderWithProvider(Arc<dyn BlockStorageView>, Arc<dyn RpcDataProvider>);
+/// Final builder step: config and frame limit.
+pub struct ServiceBuilderReady {
+    storage: Arc<dyn BlockStorageView>,
+    provider: Arc<dyn RpcDataProvider>,
+    listener: Option<Arc<dyn BroadcastListener>>,
+    config: BlockchainRpcServiceConfig,
+    max_frame_size: usize,
+}
+
+impl BlockchainRpcService {
+    /// Starts a builder.
+    pub fn builder() -> ServiceBuilder {
+        ServiceBuilder(())
+    }
+}
+
+impl ServiceBuilder {
+    /// The storage the blocks come from.
+    pub fn with_storage(self, view: impl BlockStorageView) -> ServiceBuilderWithStorage {
+        ServiceBuilderWithStorage(Arc::new(view))
+    }
+}
+
+impl ServiceBuilderWithStorage {
+    /// The archive and state provider.
+    pub fn with_provider(self, provider: impl RpcDataProvider) -> ServiceBuilderWithProvider {
+        ServiceBuilderWithProvider(self.0, Arc::new(provider))
+    }
+}
+
+impl ServiceBuilderWithProvider {
+    /// The network listener of valid external messages.
+    pub fn with_broadcast_listener(self, listener: impl BroadcastListener) -> ServiceBuilderReady {
+        self.ready(Some(Arc::new(listener)))
+    }
+
+    /// Drops every broadcast after validation.
+    pub fn without_broadcast_listener(self) -> ServiceBuilderReady {
+        self.ready(None)
+    }
+
+    fn ready(self, listener: Option<Arc<dyn BroadcastListener>>) -> ServiceBuilderReady {
+        ServiceBuilderReady {
+            storage: self.0,
+            provider: self.1,
+            listener,
+            config: BlockchainRpcServiceConfig::default(),
+            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+        }
+    }
+}
+
+impl ServiceBuilderReady {
+    /// The `blockchain_rpc_service` section.
+    pub fn with_config(mut self, config: BlockchainRpcServiceConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The network frame limit (for the chunk cap of §4.5).
+    pub fn with_max_frame_size(mut self, max_frame_size: usize) -> Self {
+        self.max_frame_size = max_frame_size;
+        self
+    }
+
+    /// Builds the service.
+    pub fn build(self) -> BlockchainRpcService {
+        BlockchainRpcService {
+            inner: Arc::new(Inner {
+                storage: self.storage,
+                provider: self.provider,
+                listener: self.listener,
+                config: self.config,
+                max_frame_size: self.max_frame_size,
+            }),
+        }
+    }
+}
+
+impl BlockchainRpcService {
+    /// Answers one query body; `None` = no answer (unknown or undecodable, §2.2 item 5).
+    pub async fn handle_query(&self, body: &[u8]) -> Option<Bytes> {
+        let Some(method) = Method::of_body(body) else {
+            metrics::counter!("regolith_rpc_unknown_queries_total").increment(1);
+            return None;
+        };
+        let started = Instant::now();
+        metrics::counter!("regolith_rpc_requests_total", "method" => method.name()).increment(1);
+        let request = match RpcRequest::decode(body) {
+            Ok(request) => request,
+            Err(e) => {
+                tracing::debug!(method = method.name(), error = ?e, "undecodable query");
+                metrics::counter!("regolith_rpc_answers_total", "method" => method.name(), "code" => "none")
+                    .increment(1);
+                return None;
+            }
+        };
+        let answer = self.inner.dispatch(request).await;
+        metrics::histogram!("regolith_rpc_request_seconds", "method" => method.name())
+            .record(started.elapsed().as_secs_f64());
+        metrics::counter!("regolith_rpc_answers_total", "method" => method.name(), "code" => answer.label())
+            .increment(1);
+        let bytes = answer.into_bytes();
+        metrics::counter!("regolith_rpc_bytes_served_total", "method" => method.name())
+            .increment(bytes.len() as u64);
+        Some(bytes)
+    }
+
+    /// Receives one broadcast body (§5.3); returns whether it reached the listener stage.
+    pub async fn handle_message(&self, meta: Arc<InboundRequestMeta>, body: Bytes) -> bool {
+        let boc = match broadcast::unwrap_broadcast(&body) {
+            Ok(boc) => body.slice_ref(boc),
+            Err(e) => {
+                tracing::debug!(peer = %meta.peer_id, error = %e, "broadcast dropped");
+                metrics::counter!("regolith_rpc_broadcasts_rejected_total", "reason" => "framing")
+                    .increment(1);
+                return false;
+            }
+        };
+        metrics::counter!("regolith_rpc_broadcast_bytes_total").increment(boc.len() as u64);
+        let validity = if boc.len() > INLINE_VALIDATION_LIMIT {
+            let boc = boc.clone();
+            tokio::task::spawn_blocking(move || broadcast::validate_external_message(&boc))
+                .await
+                .unwrap_or_else(|e| {
+                    Err(broadcast::BroadcastError::Invalid(format!(
+                        "validation task failed: {e}"
+                    )))
+                })
+        } else {
+            broadcast::validate_external_message(&boc)
+        };
+        if let Err(e) = validity {
+            tracing::debug!(peer = %meta.peer_id, error = %e, "broadcast dropped");
+            metrics::counter!("regolith_rpc_broadcasts_rejected_total", "reason" => "invalid")
+                .increment(1);
+            return false;
+        }
+        metrics::counter!("regolith_rpc_broadcasts_received_total").increment(1);
+        if let Some(listener) = &self.inner.listener {
+            listener.handle_message(meta, boc).await;
+        }
+        true
+    }
+}
+
+impl Inner {
+    async fn dispatch(&self, request: RpcRequest) -> Answer {
+        match request {
+            RpcRequest::Ping => Answer::Pong,
+            RpcRequest::GetNextKeyBlockIds(r) => self.next_key_block_ids(r).await,
+            RpcRequest::GetBlockFull(r) => self.block_full(&r.block_id).await,
+            RpcRequest::GetNextBlockFull(r) => self.next_block_full(&r.prev_block_id).await,
+            RpcRequest::GetBlockDataChunk(r) => self.block_data_chunk(r).await,
+            RpcRequest::GetKeyBlockProof(r) => self.key_block_proof(&r.block_id).await,
+            RpcRequest::GetZerostateProof => match self.storage.zerostate_proof().await {
+                Ok(Some(proof)) => ok(proto::ZerostateProof::Found { proof }),
+                Ok(None) => ok(proto::ZerostateProof::NotFound),
+                Err(e) => internal("getZerostateProof", e),
+            },
+            RpcRequest::GetArchiveInfo(r) => self.archive_info(r.mc_seqno).await,
+            RpcRequest::GetArchiveChunk(r) => self.archive_chunk(r).await,
+            RpcRequest::GetPersistentShardStateInfo(r) => {
+                self.state_info(&r.block_id, StateKind::Shard).await
+            }
+            RpcRequest::GetPersistentQueueStateInfo(r) => {
+                self.state_info(&r.block_id, StateKind::Queue).await
+            }
+            RpcRequest::GetPersistentShardStateChunk(r) => {
+                self.state_chunk(&r.block_id, r.offset, StateKind::Shard, StatePart::Unsplit)
+                    .await
+            }
+            RpcRequest::GetPersistentShardStateRootChunk(r) => {
+                self.state_chunk(
+                    &r.block_id,
+                    r.offset,
+                    StateKind::Shard,
+                    StatePart::SplitRoot,
+                )
+                .await
+            }
+            RpcRequest::GetPersistentShardStatePartChunk(r) => {
+                self.state_chunk(
+                    &r.block_id,
+                    r.offset,
+                    StateKind::Shard,
+                    StatePart::SplitPart(r.prefix),
+                )
+                .await
+            }
+            RpcRequest::GetPersistentQueueStateChunk(r) => {
+                self.state_chunk(&r.block_id, r.offset, StateKind::Queue, StatePart::Unsplit)
+                    .await
+            }
+        }
+    }
+
+    /// The largest chunk a provider may announce (§4.5).
+    fn max_chunk(&self) -> u64 {
+        (self.max_frame_size as u64).saturating_sub(crate::providers::FRAME_RESERVE)
+    }
+
+    async fn next_key_block_ids(&self, r: rpc::GetNextKeyBlockIds) -> Answer {
+        let limit = (r.max_size as usize).min(self.config.max_key_blocks_list_len);
+        if !r.block_id.is_masterchain() {
+            return Answer::Err(ERR_INTERNAL);
+        }
+        let items = match self
+            .storage
+            .key_blocks_from(r.block_id.seqno, limit.saturating_add(1))
+            .await
+        {
+            Ok(items) => items,
+            Err(e) => return internal("getNextKeyBlockIds", e),
+        };
+        let mut items = items.into_iter();
+        if let Some(first) = items.next() {
+            if first.root_hash != r.block_id.root_hash || first.file_hash != r.block_id.file_hash {
+                return Answer::Err(ERR_INTERNAL);
+            }
+        }
+        let block_ids: Vec<BlockId> = items.take(limit).collect();
+        let incomplete = block_ids.len() < limit;
+        ok(proto::KeyBlockIds {
+            block_ids,
+            incomplete,
+        })
+    }
+
+    async fn block_full(&self, id: &BlockId) -> Answer {
+        match self.storage.handle(id).await {
+            Ok(Some(flags)) if flags.has_all_parts() => {}
+            Ok(_) => return ok(proto::BlockFull::NotFound),
+            Err(e) => return internal("getBlockFull", e),
+        }
+        let chunk = u64::from(BLOCK_CHUNK_SIZE);
+        let piece = match self.storage.block_data_range(id, 0, chunk).await {
+            Ok(Some(piece)) => piece,
+            Ok(None) => return ok(proto::BlockFull::NotFound),
+            Err(e) => return internal("getBlockFull", e),
+        };
+        let size = if (piece.len() as u64) < chunk {
+            piece.len() as u64
+        } else {
+            match self.storage.block_data_size(id).await {
+                Ok(Some(size)) => size,
+                Ok(None) => return ok(proto::BlockFull::NotFound),
+                Err(e) => return internal("getBlockFull", e),
+            }
+        };
+        if size == 0 {
+            return ok(proto::BlockFull::NotFound);
+        }
+        let Ok(size) = u32::try_from(size) else {
+            tracing::warn!(block = %id, size, "compressed block does not fit the u32 size field");
+            return Answer::Err(ERR_INTERNAL);
+        };
+        let (proof, queue_diff) =
+            futures_util::join!(self.storage.proof(id), self.storage.queue_diff(id));
+        let (proof, queue_diff) = match (proof, queue_diff) {
+            (Ok(Some(proof)), Ok(Some(diff))) => (proof, diff),
+            (Ok(_), Ok(_)) => return ok(proto::BlockFull::NotFound),
+            (Err(e), _) | (_, Err(e)) => return internal("getBlockFull", e),
+        };
+        ok(proto::BlockFull::Found {
+            block_id: *id,
+            block: proto::BlockData {
+                data: piece,
+                size,
+                chunk_size: BLOCK_CHUNK_SIZE,
+            },
+            proof,
+            queue_diff,
+        })
+    }
+
+    async fn next_block_full(&self, prev: &BlockId) -> Answer {
+        match self.storage.handle(prev).await {
+            Ok(Some(flags)) if flags.has_next1 => {}
+            Ok(_) => return ok(proto::BlockFull::NotFound),
+            Err(e) => return internal("getNextBlockFull", e),
+        }
+        match self.storage.next1(prev).await {
+            Ok(Some(next)) => self.block_full(&next).await,
+            Ok(None) => Answer::Err(ERR_INTERNAL),
+            Err(e) => internal("getNextBlockFull", e),
+        }
+    }
+
+    async fn block_data_chunk(&self, r: rpc::GetBlockDataChunk) -> Answer {
+        match self.storage.handle(&r.block_id).await {
+            Ok(Some(flags)) if flags.has_data => {}
+            Ok(_) => return Answer::Err(ERR_NOT_FOUND),
+            Err(e) => return internal("getBlockDataChunk", e),
+        }
+        match self
+            .storage
+            .block_data_range(
+                &r.block_id,
+                u64::from(r.offset),
+                u64::from(BLOCK_CHUNK_SIZE),
+            )
+            .await
+        {
+            Ok(Some(data)) if !data.is_empty() => ok(proto::Data { data }),
+            Ok(_) => Answer::Err(ERR_NOT_FOUND),
+            Err(e) => internal("getBlockDataChunk", e),
+        }
+    }
+
+    async fn key_block_proof(&self, id: &BlockId) -> Answer {
+        match self.storage.handle(id).await {
+            Ok(Some(flags)) if flags.has_proof && !flags.is_removed => {}
+            Ok(_) => return ok(proto::KeyBlockProof::NotFound),
+            Err(e) => return internal("getKeyBlockProof", e),
+        }
+        match self.storage.proof(id).await {
+            Ok(Some(proof)) => ok(proto::KeyBlockProof::Found { proof }),
+            Ok(None) => ok(proto::KeyBlockProof::NotFound),
+            Err(e) => internal("getKeyBlockProof", e),
+        }
+    }
+
+    async fn archive_info(&self, mc_seqno: u32) -> Answer {
+        match self.provider.archive_info(mc_seqno).await {
+            Ok(ArchiveLookup::Found {
+                id,
+                size,
+                chunk_size,
+            }) => {
+                if chunk_size == 0 || chunk_size > self.max_chunk() {
+                    tracing::warn!(
+                        archive_id = id,
+                        chunk_size,
+                        "provider announced a chunk larger than the frame"
+                    );
+                    return Answer::Err(ERR_INTERNAL);
+                }
+                if size == 0 {
+                    return ok(proto::ArchiveInfo::NotFound);
+                }
+                ok(proto::ArchiveInfo::Found {
+                    id: u64::from(id),
+                    size,
+                    chunk_size: chunk_size as u32,
+                })
+            }
+            Ok(ArchiveLookup::TooNew) => ok(proto::ArchiveInfo::TooNew),
+            Ok(ArchiveLookup::NotFound) => ok(proto::ArchiveInfo::NotFound),
+            Err(e) => internal("getArchiveInfo", e),
+        }
+    }
+
+    async fn archive_chunk(&self, r: rpc::GetArchiveChunk) -> Answer {
+        // [deviation] the reference truncates a 64-bit id; we refuse it.
+        let Ok(archive_id) = u32::try_from(r.archive_id) else {
+            return Answer::Err(ERR_INTERNAL);
+        };
+        match self.provider.archive_chunk(archive_id, r.offset).await {
+            Ok(data) => ok(proto::Data { data }),
+            Err(e) => internal("getArchiveChunk", e),
+        }
+    }
+
+    async fn state_info(&self, block: &BlockId, kind: StateKind) -> Answer {
+        if !self.config.serve_persistent_states {
+            return ok(proto::PersistentStateInfo::NotFound);
+        }
+        let info = match self.provider.state_info(block, kind).await {
+            Ok(Some(info)) => info,
+            Ok(None) => return ok(proto::PersistentStateInfo::NotFound),
+            Err(e) => return internal("getPersistentStateInfo", e),
+        };
+        if info.chunk_size == 0 || info.chunk_size > self.max_chunk() {
+            tracing::warn!(%block, chunk_size = info.chunk_size, "provider announced a chunk larger than the frame");
+            return Answer::Err(ERR_INTERNAL);
+        }
+        if info.size == 0 {
+            return ok(proto::PersistentStateInfo::NotFound);
+        }
+        let chunk_size = info.chunk_size as u32;
+        if kind == StateKind::Shard && info.split_depth > 0 {
+            if info.parts.len() > proto::codec::part_vec::MAX_PARTS
+                || info.parts.iter().any(|p| p.size == 0)
+            {
+                return Answer::Err(ERR_INTERNAL);
+            }
+            ok(proto::PersistentStateInfo::FoundWithParts {
+                size: info.size,
+                chunk_size,
+                split_depth: u32::from(info.split_depth),
+                parts: info
+                    .parts
+                    .iter()
+                    .map(|p| proto::PersistentStatePartInfo {
+                        prefix: p.prefix,
+                        size: p.size,
+                    })
+                    .collect(),
+            })
+        } else {
+            ok(proto::PersistentStateInfo::Found {
+                size: info.size,
+                chunk_size,
+            })
+        }
+    }
+
+    async fn state_chunk(
+        &self,
+        block: &BlockId,
+        offset: u64,
+        kind: StateKind,
+        part: StatePart,
+    ) -> Answer {
+        if !self.config.serve_persistent_states {
+            return Answer::Err(ERR_BAD_REQUEST);
+        }
+        match self.provider.state_chunk(block, offset, kind, part).await {
+            Ok(Some(data)) => ok(proto::Data { data }),
+            Ok(None) => Answer::Err(ERR_NOT_FOUND),
+            Err(e) => internal("getPersistentStateChunk", e),
+        }
+    }
+}
+
+fn internal(method: &'static str, error: crate::error::ProviderError) -> Answer {
+    tracing::warn!(method, error = %error, "request failed");
+    Answer::Err(ERR_INTERNAL)
+}
+
+impl Service<ServiceRequest> for BlockchainRpcService {
+    type QueryResponse = Response;
+    type OnQueryFuture = BoxFuture<'static, Option<Response>>;
+    type OnMessageFuture = BoxFuture<'static, ()>;
+
+    fn on_query(&self, req: ServiceRequest) -> Self::OnQueryFuture {
+        let this = self.clone();
+        Box::pin(async move {
+            let body = this.handle_query(&req.body).await?;
+            Some(Response {
+                version: Default::default(),
+                body,
+            })
+        })
+    }
+
+    fn on_message(&self, req: ServiceRequest) -> Self::OnMessageFuture {
+        let this = self.clone();
+        Box::pin(async move {
+            this.handle_message(req.metadata, req.body).await;
+        })
+    }
+}

@@ -1,0 +1,170 @@
+//! The read-only storage view the service answers from (rpc.md §3.2), and its implementation over
+//! [`regolith_storage::Storage`].
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use regolith_storage::{KeyBlocksDirection, Storage};
+use tycho_types::models::BlockId;
+
+use crate::error::ProviderResult;
+
+/// The flags of a block handle the service needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HandleFlags {
+    /// The block data is stored.
+    pub has_data: bool,
+    /// The proof is stored.
+    pub has_proof: bool,
+    /// The queue diff is stored.
+    pub has_queue_diff: bool,
+    /// The next1 connection is recorded.
+    pub has_next1: bool,
+    /// The block was removed by GC.
+    pub is_removed: bool,
+}
+
+impl HandleFlags {
+    /// Whether the block can be served in full (§3.5).
+    pub fn has_all_parts(&self) -> bool {
+        self.has_data && self.has_proof && self.has_queue_diff && !self.is_removed
+    }
+}
+
+/// Read-only access to blocks (§3.2).
+#[async_trait]
+pub trait BlockStorageView: Send + Sync + 'static {
+    /// The handle flags, `None` without a handle.
+    async fn handle(&self, id: &BlockId) -> ProviderResult<Option<HandleFlags>>;
+    /// Bytes `[offset, offset + len)` of the compressed block blob (shorter at the end, empty past it).
+    async fn block_data_range(
+        &self,
+        id: &BlockId,
+        offset: u64,
+        len: u64,
+    ) -> ProviderResult<Option<Bytes>>;
+    /// Size of the compressed block blob.
+    async fn block_data_size(&self, id: &BlockId) -> ProviderResult<Option<u64>>;
+    /// The raw proof.
+    async fn proof(&self, id: &BlockId) -> ProviderResult<Option<Bytes>>;
+    /// The raw queue diff.
+    async fn queue_diff(&self, id: &BlockId) -> ProviderResult<Option<Bytes>>;
+    /// The next1 connection.
+    async fn next1(&self, id: &BlockId) -> ProviderResult<Option<BlockId>>;
+    /// At most `limit` key block ids with seqno ≥ `seqno`, ascending.
+    async fn key_blocks_from(&self, seqno: u32, limit: usize) -> ProviderResult<Vec<BlockId>>;
+    /// The zerostate proof, if stored.
+    async fn zerostate_proof(&self) -> ProviderResult<Option<Bytes>>;
+}
+
+#[async_trait]
+impl<T: BlockStorageView + ?Sized> BlockStorageView for std::sync::Arc<T> {
+    async fn handle(&self, id: &BlockId) -> ProviderResult<Option<HandleFlags>> {
+        (**self).handle(id).await
+    }
+    async fn block_data_range(
+        &self,
+        id: &BlockId,
+        offset: u64,
+        len: u64,
+    ) -> ProviderResult<Option<Bytes>> {
+        (**self).block_data_range(id, offset, len).await
+    }
+    async fn block_data_size(&self, id: &BlockId) -> ProviderResult<Option<u64>> {
+        (**self).block_data_size(id).await
+    }
+    async fn proof(&self, id: &BlockId) -> ProviderResult<Option<Bytes>> {
+        (**self).proof(id).await
+    }
+    async fn queue_diff(&self, id: &BlockId) -> ProviderResult<Option<Bytes>> {
+        (**self).queue_diff(id).await
+    }
+    async fn next1(&self, id: &BlockId) -> ProviderResult<Option<BlockId>> {
+        (**self).next1(id).await
+    }
+    async fn key_blocks_from(&self, seqno: u32, limit: usize) -> ProviderResult<Vec<BlockId>> {
+        (**self).key_blocks_from(seqno, limit).await
+    }
+    async fn zerostate_proof(&self) -> ProviderResult<Option<Bytes>> {
+        (**self).zerostate_proof().await
+    }
+}
+
+#[async_trait]
+impl BlockStorageView for Storage {
+    async fn handle(&self, id: &BlockId) -> ProviderResult<Option<HandleFlags>> {
+        Ok(self.handles().load_handle(id)?.map(|h| HandleFlags {
+            has_data: h.has_data(),
+            has_proof: h.has_proof(),
+            has_queue_diff: h.has_queue_diff(),
+            has_next1: h.has_next1(),
+            is_removed: h.is_removed(),
+        }))
+    }
+
+    async fn block_data_range(
+        &self,
+        id: &BlockId,
+        offset: u64,
+        len: u64,
+    ) -> ProviderResult<Option<Bytes>> {
+        let Some(handle) = self.handles().load_handle(id)? else {
+            return Ok(None);
+        };
+        Ok(self
+            .components()
+            .load_block_data_range(&handle, offset, len)?)
+    }
+
+    async fn block_data_size(&self, id: &BlockId) -> ProviderResult<Option<u64>> {
+        let Some(handle) = self.handles().load_handle(id)? else {
+            return Ok(None);
+        };
+        Ok(self.components().get_compressed_block_data_size(&handle)?)
+    }
+
+    async fn proof(&self, id: &BlockId) -> ProviderResult<Option<Bytes>> {
+        let Some(handle) = self.handles().load_handle(id)? else {
+            return Ok(None);
+        };
+        if !handle.has_proof() {
+            return Ok(None);
+        }
+        Ok(Some(Bytes::from(
+            self.components().load_block_proof_raw(&handle).await?,
+        )))
+    }
+
+    async fn queue_diff(&self, id: &BlockId) -> ProviderResult<Option<Bytes>> {
+        let Some(handle) = self.handles().load_handle(id)? else {
+            return Ok(None);
+        };
+        if !handle.has_queue_diff() {
+            return Ok(None);
+        }
+        Ok(Some(Bytes::from(
+            self.components().load_queue_diff_raw(&handle).await?,
+        )))
+    }
+
+    async fn next1(&self, id: &BlockId) -> ProviderResult<Option<BlockId>> {
+        Ok(self
+            .connections()
+            .load_connection(id, regolith_storage::Direction::Next1)?)
+    }
+
+    async fn key_blocks_from(&self, seqno: u32, limit: usize) -> ProviderResult<Vec<BlockId>> {
+        let mut out = Vec::with_capacity(limit.min(64));
+        for item in self
+            .handles()
+            .key_blocks_iter(KeyBlocksDirection::ForwardFrom(seqno))
+            .take(limit)
+        {
+            out.push(item?);
+        }
+        Ok(out)
+    }
+
+    async fn zerostate_proof(&self) -> ProviderResult<Option<Bytes>> {
+        Ok(self.node_state().load_zerostate_proof()?.map(Bytes::from))
+    }
+}
