@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use regolith_formats::archive::ArchiveEntryType;
 use regolith_rpc::proto::{self, rpc, OverlayResponse};
 use regolith_rpc::RawOverlayClient;
 use tycho_network::PeerInfo;
@@ -149,6 +150,49 @@ async fn run_serves_rpc_metrics_and_stops_on_sigterm() {
             .is_err(),
         "unknown: no answer"
     );
+
+    // getBlockFull for every block of archive_1, answered by the `regolith` process to this one: block,
+    // proof and queue diff byte-identical to the archive entries.
+    let compressed = std::fs::read(fixtures().join("archive_1.bin")).unwrap();
+    let mut reader =
+        regolith_formats::archive::ArchiveReader::new_compressed(&compressed[..]).unwrap();
+    let mut entries = std::collections::HashMap::new();
+    let mut order = Vec::new();
+    while let Some(e) = reader.next_entry().unwrap() {
+        if e.ty == ArchiveEntryType::Block {
+            order.push(e.block_id);
+        }
+        entries.insert((e.block_id, e.ty), e.data);
+    }
+    assert_eq!(order.len(), 107);
+    for id in &order {
+        let answer = client
+            .query(Bytes::from(tl_proto::serialize(rpc::GetBlockFull {
+                block_id: *id,
+            })))
+            .await
+            .unwrap();
+        let OverlayResponse::Ok(proto::BlockFull::Found {
+            block_id,
+            block,
+            proof,
+            queue_diff,
+        }) = tl_proto::deserialize::<OverlayResponse<proto::BlockFull>>(&answer).unwrap()
+        else {
+            panic!("block {id} not found");
+        };
+        assert_eq!(&block_id, id);
+        assert_eq!(
+            zstd::decode_all(&block.data[..]).unwrap(),
+            entries[&(*id, ArchiveEntryType::Block)],
+            "block {id}"
+        );
+        assert_eq!(&proof[..], &entries[&(*id, ArchiveEntryType::Proof)][..]);
+        assert_eq!(
+            &queue_diff[..],
+            &entries[&(*id, ArchiveEntryType::QueueDiff)][..]
+        );
+    }
 
     let metrics = http_get(metrics_port, "/metrics");
     let has = |parts: &[&str], value: &str| {
