@@ -99,7 +99,38 @@ fn ids_match_schema_lines() {
         ),
         ("blockchain.data", ids::DATA),
         ("blockchain.broadcast.message", ids::BROADCAST_MESSAGE),
+        ("blockchain.getNextKeyBlockIds", ids::GET_NEXT_KEY_BLOCK_IDS),
+        ("blockchain.getBlockFull", ids::GET_BLOCK_FULL),
+        ("blockchain.getNextBlockFull", ids::GET_NEXT_BLOCK_FULL),
+        ("blockchain.getBlockDataChunk", ids::GET_BLOCK_DATA_CHUNK),
+        ("blockchain.getKeyBlockProof", ids::GET_KEY_BLOCK_PROOF),
         ("blockchain.getZerostateProof", ids::GET_ZEROSTATE_PROOF),
+        ("blockchain.getArchiveInfo", ids::GET_ARCHIVE_INFO),
+        ("blockchain.getArchiveChunk", ids::GET_ARCHIVE_CHUNK),
+        (
+            "blockchain.getPersistentShardStateInfo",
+            ids::GET_PERSISTENT_SHARD_STATE_INFO,
+        ),
+        (
+            "blockchain.getPersistentQueueStateInfo",
+            ids::GET_PERSISTENT_QUEUE_STATE_INFO,
+        ),
+        (
+            "blockchain.getPersistentShardStateChunk",
+            ids::GET_PERSISTENT_SHARD_STATE_CHUNK,
+        ),
+        (
+            "blockchain.getPersistentShardStateRootChunk",
+            ids::GET_PERSISTENT_SHARD_STATE_ROOT_CHUNK,
+        ),
+        (
+            "blockchain.getPersistentShardStatePartChunk",
+            ids::GET_PERSISTENT_SHARD_STATE_PART_CHUNK,
+        ),
+        (
+            "blockchain.getPersistentQueueStateChunk",
+            ids::GET_PERSISTENT_QUEUE_STATE_CHUNK,
+        ),
     ];
     let lines: Vec<&str> = SCHEMA
         .lines()
