@@ -127,9 +127,10 @@ enum BenchCommand {
     },
 }
 
-fn init_logging() {
+/// Logs to stderr; `RUST_LOG` overrides `default_level`.
+fn init_logging(default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -137,8 +138,13 @@ fn init_logging() {
 }
 
 fn main() {
-    init_logging();
     let cli = Cli::parse();
+    // Benchmarks print figures; per-operation info logs would drown them.
+    init_logging(if matches!(cli.command, Command::Bench { .. }) {
+        "warn"
+    } else {
+        "info"
+    });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
