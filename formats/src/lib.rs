@@ -3,13 +3,17 @@
 //! - [`block_id`]: the 80-byte LE wire form of a block id, the 48-byte ordered block key and the text form;
 //! - [`archive`]: the archive format (`archive.prefix` + `archive.entryHeader` entries), a streaming reader
 //!   that verifies structure and a writer whose decompressed output matches the reference byte for byte;
-//! - [`queue_diff`]: TL `block.queueDiff` with its validation rules and BLAKE3 hash.
+//! - [`queue_diff`]: TL `block.queueDiff` with its validation rules and BLAKE3 hash;
+//! - [`zerostate`]: the mc zerostate, the empty shard zerostates it lists, and the zerostate proof (build and
+//!   check).
 
 pub mod archive;
 pub mod block_id;
 pub mod error;
+pub mod persistent_state;
 pub mod queue_diff;
 pub mod queue_state;
+pub mod zerostate;
 
 pub use block_id::{decode_block_id, encode_block_id, BlockKey, BLOCK_ID_LEN, BLOCK_KEY_LEN};
 pub use error::FormatError;

@@ -209,8 +209,7 @@ impl DataDir {
                 self.root.display()
             )
         })?;
-        let mut config: NodeConfig = serde_json::from_str(&text)
-            .with_context(|| format!("invalid node config {}", path.display()))?;
+        let mut config: NodeConfig = parse_json(&text, &path, UnknownFields::Reject)?;
         config.storage.root_dir = self.root.clone();
         Ok(config)
     }
@@ -220,9 +219,50 @@ impl DataDir {
         let path = self.global_config();
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        serde_json::from_str(&text)
-            .with_context(|| format!("invalid global config {}", path.display()))
+        // The global config is in the Tycho node's format, which has fields regolith does not use.
+        parse_json(&text, &path, UnknownFields::Log)
     }
+}
+
+/// What to do with a field the config type does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnknownFields {
+    /// An error naming the field and the file (`node.json`: a typo must not be silently ignored).
+    Reject,
+    /// A log line per field (`global.json`, a Tycho file with fields regolith does not use).
+    Log,
+}
+
+/// Parses a JSON config file, finding unknown fields at any depth.
+pub fn parse_json<T: serde::de::DeserializeOwned>(
+    text: &str,
+    path: &Path,
+    unknown: UnknownFields,
+) -> Result<T> {
+    let mut ignored = Vec::new();
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value: T = serde_ignored::deserialize(&mut de, |field| ignored.push(field.to_string()))
+        .and_then(|v| de.end().map(|()| v))
+        .with_context(|| format!("invalid config {}", path.display()))?;
+    match unknown {
+        UnknownFields::Reject if !ignored.is_empty() => anyhow::bail!(
+            "invalid config {}: unknown field{} {}",
+            path.display(),
+            if ignored.len() > 1 { "s" } else { "" },
+            ignored
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        UnknownFields::Reject => {}
+        UnknownFields::Log => {
+            for field in &ignored {
+                tracing::info!(file = %path.display(), field, "ignoring a field regolith does not use");
+            }
+        }
+    }
+    Ok(value)
 }
 
 /// Writes a file atomically: temp file in the same directory, fsync, rename, fsync of the directory.

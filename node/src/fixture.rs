@@ -18,7 +18,7 @@ pub async fn import_fixture_chain(
     listen: std::net::SocketAddr,
 ) -> Result<(DataDir, NodeConfig, Storage)> {
     let data = DataDir::new(root);
-    crate::init::init(&data, &fixtures.join("zerostate.boc"))?;
+    crate::init::init(&data, &fixtures.join("zerostate.boc"), &Default::default())?;
     let mut config = data.load_node_config()?;
     config.listen_address = listen;
     config.metrics_address = None;

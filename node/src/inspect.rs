@@ -3,10 +3,11 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
-use regolith_formats::block_id::parse_block_id;
-use regolith_formats::{BlockId, BlockKey, ShardIdent};
-use regolith_storage::{ArchiveId, BlockHandle, Direction, KeyBlocksDirection, Storage};
+use regolith_formats::{BlockKey, ShardIdent};
+use regolith_storage::{ArchiveId, Direction, KeyBlocksDirection, StateKind, Storage};
 use serde_json::{json, Value};
+
+use crate::block_ref::BlockRef;
 
 /// Opens the storage for inspection: normally, or read-only when a node holds the database.
 pub fn open_for_inspect(config: regolith_storage::StorageConfig) -> Result<Storage> {
@@ -25,28 +26,13 @@ pub fn open_for_inspect(config: regolith_storage::StorageConfig) -> Result<Stora
     }
 }
 
-fn resolve_block(storage: &Storage, what: &str) -> Result<BlockHandle> {
-    let id: BlockId = if let Ok(seqno) = what.parse::<u32>() {
-        match storage
-            .handles()
-            .find_block_ids(&ShardIdent::MASTERCHAIN, seqno)?
-            .first()
-        {
-            Some(id) => *id,
-            None => bail!("no masterchain block with seqno {seqno} is stored"),
-        }
-    } else {
-        parse_block_id(what)?
-    };
-    storage
+/// `inspect block`.
+pub async fn block(storage: &Storage, what: &BlockRef) -> Result<Value> {
+    let id = what.resolve(storage)?;
+    let handle = storage
         .handles()
         .load_handle(&id)?
-        .with_context(|| format!("block {id} is not stored"))
-}
-
-/// `inspect block`.
-pub async fn block(storage: &Storage, what: &str) -> Result<Value> {
-    let handle = resolve_block(storage, what)?;
+        .with_context(|| format!("block {id} is not stored"))?;
     let id = *handle.id();
     let meta = handle.meta().load();
     let mut connections = serde_json::Map::new();
@@ -80,6 +66,14 @@ pub async fn block(storage: &Storage, what: &str) -> Result<Value> {
         },
         ArchiveId::NotFound => Value::Null,
     };
+    let mut persistent_states = Vec::new();
+    for kind in [StateKind::Shard, StateKind::Queue] {
+        if let Some(record) = storage.persistent_states().get(&id, kind)? {
+            persistent_states.push(
+                json!({"kind": state_kind_name(kind), "file": record.file, "size": record.size}),
+            );
+        }
+    }
     Ok(json!({
         "id": id.to_string(),
         "flags": meta.flags.names(),
@@ -90,7 +84,33 @@ pub async fn block(storage: &Storage, what: &str) -> Result<Value> {
             "data": data, "data_compressed": data_compressed, "proof": proof, "queue_diff": queue_diff,
         },
         "archive": archive,
+        "persistent_states": persistent_states,
     }))
+}
+
+/// `inspect states`: every recorded persistent state.
+pub fn states(storage: &Storage) -> Result<Value> {
+    let dir = storage.persistent_states().dir().to_path_buf();
+    let mut out = Vec::new();
+    for record in storage.persistent_states().list()? {
+        out.push(json!({
+            "block": record.block.to_string(),
+            "kind": state_kind_name(record.kind),
+            "file": dir.join(&record.file).display().to_string(),
+            "size": record.size,
+            "chunk_size": record.chunk_size,
+            "split_depth": record.split_depth,
+            "parts": record.parts.iter().map(|p| json!({"prefix": format!("{:016x}", p.prefix), "size": p.size})).collect::<Vec<_>>(),
+        }));
+    }
+    Ok(Value::Array(out))
+}
+
+fn state_kind_name(kind: StateKind) -> &'static str {
+    match kind {
+        StateKind::Shard => "shard",
+        StateKind::Queue => "queue",
+    }
 }
 
 /// `inspect key-blocks`.
@@ -158,6 +178,7 @@ pub fn summary(storage: &Storage) -> Result<Value> {
         "archives": storage.archives().list_archive_ids().len(),
         "startup_check": stats.consistency,
         "archive_recovery": stats.archives,
+        "persistent_states": stats.states,
     }))
 }
 

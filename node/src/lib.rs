@@ -3,9 +3,11 @@
 //! The `regolith` binary (`main.rs`) is a thin CLI over these modules; integration tests use them in-process.
 
 pub mod bench;
+pub mod block_ref;
 pub mod config;
 pub mod crash;
 pub mod fixture;
+pub mod genesis;
 pub mod import;
 pub mod init;
 pub mod inspect;
@@ -18,8 +20,16 @@ pub mod run;
 
 use anyhow::Result;
 
-/// Opens the block storage for writing, explaining a held lock.
+/// Opens the block storage for writing, explaining a held lock, and completes the genesis data (zerostate
+/// proof and states) of a data dir made by an older build.
 pub fn open_storage(config: regolith_storage::StorageConfig) -> Result<regolith_storage::Storage> {
+    let root = config.root_dir.clone();
+    let storage = open_storage_only(config)?;
+    genesis::ensure_at_start(&storage, &root)?;
+    Ok(storage)
+}
+
+fn open_storage_only(config: regolith_storage::StorageConfig) -> Result<regolith_storage::Storage> {
     let root = config.root_dir.clone();
     regolith_storage::Storage::open(config).map_err(|e| {
         if e.to_string().contains("lock") {

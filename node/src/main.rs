@@ -1,10 +1,12 @@
 //! The `regolith` binary: initialise a node from a zerostate, import archives, inspect the data directory
 //! and run the node.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
+use regolith_node::block_ref::BlockRef;
 use regolith_node::config::DataDir;
 use regolith_node::{
     bench, import, init, inspect, ledger_cmd, open_storage, progress, queue_state, queue_sync, run,
@@ -31,6 +33,18 @@ enum Command {
         /// The zerostate BOC.
         #[arg(long)]
         zerostate: PathBuf,
+        /// A shard zerostate BOC (repeatable); a listed shard without one gets the empty shard zerostate.
+        #[arg(long = "shard-zerostate")]
+        shard_zerostates: Vec<PathBuf>,
+        /// The QUIC listen address (`listen_address`, default 127.0.0.1:30310).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// The address announced to peers (`public_address`, default: the listen address).
+        #[arg(long)]
+        public_address: Option<SocketAddr>,
+        /// The metrics endpoint address, or `off` (`metrics_address`, default 127.0.0.1:30311).
+        #[arg(long, value_parser = parse_metrics_address)]
+        metrics: Option<MetricsAddress>,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
@@ -58,8 +72,8 @@ enum Command {
     /// Import a persistent queue state (zstd-compressed or plain TL `block.queueState`) into the queue.
     ImportQueueState {
         /// The block of the state: full id, `wc:prefix:seqno` or an mc seqno of a stored block.
-        #[arg(long)]
-        block: String,
+        #[arg(long, allow_hyphen_values = true)]
+        block: BlockRef,
         /// The queue-state file.
         #[arg(long)]
         file: PathBuf,
@@ -88,9 +102,12 @@ enum Command {
 enum InspectCommand {
     /// One block: by id (`wc:prefix:seqno:root:file`) or by masterchain seqno.
     Block {
-        /// Block id or mc seqno.
-        block: String,
+        /// Block id (`wc:prefix:seqno[:root:file]`) or mc seqno.
+        #[arg(allow_hyphen_values = true)]
+        block: BlockRef,
     },
+    /// The persistent states the node serves (the state index).
+    States,
     /// The key-block index.
     KeyBlocks,
     /// Archives and their state.
@@ -127,17 +144,37 @@ enum BenchCommand {
     },
 }
 
-/// Logs to stderr; `RUST_LOG` overrides `default_level`.
+/// `--metrics ADDR|off`.
+#[derive(Debug, Clone, Copy)]
+struct MetricsAddress(Option<SocketAddr>);
+
+fn parse_metrics_address(text: &str) -> Result<MetricsAddress, String> {
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(MetricsAddress(None));
+    }
+    text.parse()
+        .map(|a| MetricsAddress(Some(a)))
+        .map_err(|_| format!("{text:?} is neither an address (IP:PORT) nor `off`"))
+}
+
+/// Logs to stderr, in colour only on a terminal; `RUST_LOG` overrides `default_level`.
 fn init_logging(default_level: &str) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
 }
 
 fn main() {
+    // Output piped into `head` ends quietly, as with any Unix tool, instead of panicking on a closed pipe.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     // Benchmarks print figures; per-operation info logs would drown them.
     init_logging(if matches!(cli.command, Command::Bench { .. }) {
@@ -164,8 +201,21 @@ fn main() {
 async fn execute(cli: Cli) -> Result<()> {
     let data = DataDir::new(cli.data);
     match cli.command {
-        Command::Init { zerostate, json } => {
-            let report = init::init(&data, &zerostate)?;
+        Command::Init {
+            zerostate,
+            shard_zerostates,
+            listen,
+            public_address,
+            metrics,
+            json,
+        } => {
+            let options = init::InitOptions {
+                listen,
+                public_address,
+                metrics: metrics.map(|m| m.0),
+                shard_zerostates,
+            };
+            let report = init::init(&data, &zerostate, &options)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -235,6 +285,7 @@ async fn execute(cli: Cli) -> Result<()> {
                 InspectCommand::Queue { .. } => unreachable!("handled above"),
                 InspectCommand::Block { block } => inspect::block(&storage, &block).await?,
                 InspectCommand::KeyBlocks => inspect::key_blocks(&storage)?,
+                InspectCommand::States => inspect::states(&storage)?,
                 InspectCommand::Archives => inspect::archives(&storage)?,
                 InspectCommand::Summary => inspect::summary(&storage)?,
             };

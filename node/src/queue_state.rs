@@ -5,13 +5,16 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
-use regolith_formats::block_id::parse_block_id;
-use regolith_formats::{BlockId, HashBytes, ShardIdent};
+use regolith_formats::{BlockId, HashBytes};
 use regolith_queue::{ImportSummary, QueueStorage};
-use regolith_storage::Storage;
+use regolith_storage::{StateKind, Storage};
+
+use crate::block_ref::BlockRef;
 
 /// zstd frame magic.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+/// zstd level of the served queue-state file.
+const STATE_ZSTD_LEVEL: i32 = 3;
 /// A decompressed queue state may not exceed this (the TL limits allow far less in practice).
 const MAX_STATE_BYTES: u64 = 4 << 30;
 
@@ -32,40 +35,8 @@ pub struct QueueStateReport {
     pub messages: usize,
     /// The commit pointer set for the shard (seqno).
     pub pointer_seqno: Option<u32>,
-}
-
-/// The block a `--block` argument names: a full id, or `wc:prefix:seqno` / an mc seqno resolved among the
-/// stored blocks.
-pub fn resolve_block_id(storage: &Storage, what: &str) -> Result<BlockId> {
-    if let Ok(id) = parse_block_id(what) {
-        return Ok(id);
-    }
-    let (shard, seqno) = if let Ok(seqno) = what.parse::<u32>() {
-        (ShardIdent::MASTERCHAIN, seqno)
-    } else {
-        let parts: Vec<&str> = what.split(':').collect();
-        let [wc, prefix, seqno] = parts[..] else {
-            bail!("`{what}` is not a block id (wc:prefix:seqno[:root:file]) or an mc seqno");
-        };
-        let wc: i32 = wc
-            .parse()
-            .with_context(|| format!("bad workchain in `{what}`"))?;
-        let prefix = u64::from_str_radix(prefix, 16)
-            .with_context(|| format!("bad shard prefix in `{what}`"))?;
-        let shard = ShardIdent::new(wc, prefix)
-            .ok_or_else(|| anyhow!("`{what}` names an invalid shard"))?;
-        let seqno: u32 = seqno
-            .parse()
-            .with_context(|| format!("bad seqno in `{what}`"))?;
-        (shard, seqno)
-    };
-    match storage.handles().find_block_ids(&shard, seqno)?.as_slice() {
-        [id] => Ok(*id),
-        [] => bail!(
-            "block {shard}:{seqno} is not stored; give its full id (wc:prefix:seqno:root:file) with --diff-hash and --tail-len"
-        ),
-        _ => bail!("several blocks {shard}:{seqno} are stored (a fork); give the full id"),
-    }
+    /// The persistent queue state file now served for the block (under `states/`).
+    pub state_file: String,
 }
 
 /// The diff hash and tail length the block itself declares (`out_msg_queue_updates`).
@@ -108,12 +79,12 @@ fn read_state_file(path: &Path) -> Result<(Vec<u8>, bool)> {
 pub async fn import(
     data_root: &Path,
     storage: &Storage,
-    block: &str,
+    block: &BlockRef,
     file: &Path,
     diff_hash: Option<HashBytes>,
     tail_len: Option<u32>,
 ) -> Result<QueueStateReport> {
-    let id = resolve_block_id(storage, block)?;
+    let id = block.resolve(storage)?;
     let (diff_hash, tail_len) = match (diff_hash, tail_len) {
         (Some(h), Some(t)) => (h, t),
         (h, t) => {
@@ -123,13 +94,24 @@ pub async fn import(
     };
     let (data, compressed) = read_state_file(file)?;
     let queue = QueueStorage::open(data_root)?;
-    let summary: ImportSummary = tokio::task::spawn_blocking({
+    let (summary, data): (ImportSummary, Vec<u8>) = tokio::task::spawn_blocking({
         let queue = queue.clone();
-        move || queue.import_queue_state(&id, &diff_hash, tail_len, &data)
+        move || {
+            queue
+                .import_queue_state(&id, &diff_hash, tail_len, &data)
+                .map(|summary| (summary, data))
+        }
     })
     .await
     .context("the import task failed")?
     .with_context(|| format!("importing queue state {} for block {id}", file.display()))?;
+    // Served as the block's persistent queue state: zstd-compressed TL, recorded in the state index.
+    let served = zstd::bulk::compress(&data, STATE_ZSTD_LEVEL)
+        .with_context(|| format!("compressing queue state {}", file.display()))?;
+    let record = storage
+        .persistent_states()
+        .store(&id, StateKind::Queue, &served)
+        .with_context(|| format!("recording the queue state of {id}"))?;
     Ok(QueueStateReport {
         block: id.to_string(),
         diff_hash: diff_hash.to_string(),
@@ -138,5 +120,6 @@ pub async fn import(
         diffs: summary.diffs,
         messages: summary.messages,
         pointer_seqno: summary.pointer.map(|p| p.seqno),
+        state_file: record.file,
     })
 }

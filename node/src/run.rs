@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use regolith_rpc::network::{now_sec, BlockchainNetwork, NetworkSettings};
-use regolith_rpc::providers::{PersistentStateFiles, S3Settings};
+use regolith_rpc::providers::S3Settings;
 use regolith_rpc::{
     BlockchainRpcService, HybridProvider, NoopBroadcastListener, RpcDataProvider, S3Provider,
     StorageProvider,
@@ -32,15 +32,8 @@ pub struct Node {
 const STATE_READS: usize = 8;
 
 /// The data provider §4.4 asks for: storage, with S3 behind it when both S3 sections exist.
-pub fn make_provider(
-    config: &NodeConfig,
-    storage: &Storage,
-    states_dir: std::path::PathBuf,
-) -> Result<Arc<dyn RpcDataProvider>> {
-    let local = StorageProvider::new(
-        storage.clone(),
-        Some(PersistentStateFiles::new(states_dir, STATE_READS)),
-    );
+pub fn make_provider(config: &NodeConfig, storage: &Storage) -> Result<Arc<dyn RpcDataProvider>> {
+    let local = StorageProvider::new(storage.clone(), STATE_READS);
     match (&config.s3_client, &config.blockchain_rpc_service.s3_proxy) {
         (Some(client), Some(proxy)) => {
             let s3 = S3Provider::new(
@@ -66,12 +59,7 @@ pub fn make_provider(
 }
 
 /// Starts the serving part of a node over an open storage (used by `run` and in-process tests).
-pub fn start_node(
-    data: &DataDir,
-    config: &NodeConfig,
-    global: &GlobalConfig,
-    storage: Storage,
-) -> Result<Node> {
+pub fn start_node(config: &NodeConfig, global: &GlobalConfig, storage: Storage) -> Result<Node> {
     config.validate()?;
     let secret_key = config.secret_key()?;
     let own_id = regolith_rpc::network::peer_id_of(&secret_key);
@@ -91,7 +79,7 @@ pub fn start_node(
         })
         .collect::<Vec<_>>();
     let overlay_id = crate::init::overlay_id(&global.zerostate);
-    let provider = make_provider(config, &storage, data.states())?;
+    let provider = make_provider(config, &storage)?;
     let service = BlockchainRpcService::builder()
         .with_storage(storage.clone())
         .with_provider(provider)
@@ -137,15 +125,30 @@ pub async fn run(data: &DataDir) -> Result<()> {
     let node_config = data.load_node_config()?;
     let global = data.load_global_config()?;
     if let Some(address) = node_config.metrics_address {
-        crate::metrics_endpoint::install(address)?;
+        crate::metrics_endpoint::install(address).with_context(|| {
+            format!(
+                "the metrics address {address} is set by `metrics_address` in {} (another node on this \
+                 machine? `regolith init --metrics ADDR|off` picks another)",
+                data.node_config().display()
+            )
+        })?;
     }
     let storage = crate::open_storage(node_config.storage.clone())?;
     let (queue, queue_start) =
         crate::queue_sync::start(&data.root, &storage, node_config.internal_queue, true).await?;
     let stats = storage.open_stats();
     let last_mc = storage.node_state().load_last_mc_block_id()?;
-    let node = start_node(data, &node_config, &global, storage.clone())
-        .context("cannot start the network")?;
+    let node = start_node(&node_config, &global, storage.clone()).map_err(|e| {
+        match e.downcast_ref::<regolith_rpc::network::NetworkError>() {
+            Some(regolith_rpc::network::NetworkError::Bind { address, .. }) => anyhow::anyhow!(
+                "cannot listen on {address} (QUIC): {}\n(the address is set by `listen_address` in {}; \
+                 another node on this machine? `regolith init --listen ADDR` picks another)",
+                e.root_cause(),
+                data.node_config().display()
+            ),
+            _ => e.context("cannot start the network"),
+        }
+    })?;
     let peer_info = node.network.signed_peer_info(node_config.peer_info_ttl);
     tracing::info!(
         data = %data.root.display(),

@@ -63,7 +63,7 @@ async fn serve(
     }
     config.blockchain_rpc_service.rate_limits = rate_limits;
     let global = data.load_global_config().unwrap();
-    start_node(&data, &config, &global, storage).unwrap()
+    start_node(&config, &global, storage).unwrap()
 }
 
 fn client(node: &Node, ip_last: u8) -> RawOverlayClient {
@@ -199,7 +199,7 @@ async fn item4_archive_1_over_the_overlay() {
             .await
             .unwrap();
     let global = data.load_global_config().unwrap();
-    let node = start_node(&data, &config, &global, storage.clone()).unwrap();
+    let node = start_node(&config, &global, storage.clone()).unwrap();
     let c = client(&node, 24);
 
     // archive 1 is the last (open) archive
@@ -521,5 +521,151 @@ async fn a_flood_from_one_ip_does_not_starve_others() {
         answered < sent / 2,
         "the flooder was limited: {answered} of {sent} answered"
     );
+    node.shutdown().await;
+}
+
+/// Downloads a persistent state with its chunk request and returns the decompressed bytes.
+async fn download_state(
+    c: &RawOverlayClient,
+    block_id: BlockId,
+    queue: bool,
+    size: u64,
+    chunk_size: u64,
+) -> Vec<u8> {
+    let mut compressed = Vec::new();
+    let mut offset = 0;
+    while offset < size {
+        let answer: OverlayResponse<proto::Data> = if queue {
+            ask(c, rpc::GetPersistentQueueStateChunk { block_id, offset }).await
+        } else {
+            ask(c, rpc::GetPersistentShardStateChunk { block_id, offset }).await
+        };
+        let OverlayResponse::Ok(proto::Data { data }) = answer else {
+            panic!("chunk {offset} of {block_id}: {answer:?}")
+        };
+        assert!(data.len() as u64 <= chunk_size);
+        compressed.extend_from_slice(&data);
+        offset += chunk_size;
+    }
+    assert_eq!(compressed.len() as u64, size, "{block_id}");
+    zstd::decode_all(&compressed[..]).expect("a zstd stream")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn genesis_zerostate_proof_and_persistent_states_over_the_overlay() {
+    use regolith_formats::zerostate::{check_zerostate_proof, McZerostate};
+    use tycho_types::boc::Boc;
+    use tycho_types::models::ShardStateUnsplit;
+
+    let dir = tempfile::tempdir().unwrap();
+    let node = serve(dir.path(), 27, None, false).await;
+    let c = client(&node, 28);
+    let zerostate_bytes = std::fs::read(fixtures().join("zerostate.boc")).unwrap();
+    let zerostate = McZerostate::parse(&zerostate_bytes).unwrap();
+
+    // Item 1: the zerostate proof is found and passes the receiving side's check.
+    let answer = ask::<proto::ZerostateProof>(&c, rpc::GetZerostateProof).await;
+    let OverlayResponse::Ok(proto::ZerostateProof::Found { proof }) = answer else {
+        panic!("no zerostate proof: {answer:?}")
+    };
+    let checked = check_zerostate_proof(&proof, &zerostate.id.root_hash).unwrap();
+    assert!(checked.extra.config.get_raw(34).unwrap().is_some());
+    assert!(
+        proof.len() < zerostate_bytes.len(),
+        "the accounts are pruned"
+    );
+
+    // Item 2: the mc zerostate and every shard zerostate it lists are persistent shard states.
+    let mut ids = vec![zerostate.id];
+    ids.extend(zerostate.listed_shards().unwrap().iter().map(|l| l.id));
+    assert!(ids.len() >= 2, "the fixture lists a shard");
+    for id in ids {
+        let answer = ask::<proto::PersistentStateInfo>(
+            &c,
+            rpc::GetPersistentShardStateInfo { block_id: id },
+        )
+        .await;
+        let OverlayResponse::Ok(proto::PersistentStateInfo::Found { size, chunk_size }) = answer
+        else {
+            panic!("no persistent state of {id}: {answer:?}")
+        };
+        assert_eq!(chunk_size, 1 << 20);
+        let boc = download_state(&c, id, false, size, chunk_size.into()).await;
+        let root = Boc::decode(&boc).unwrap();
+        assert_eq!(*root.repr_hash(), id.root_hash, "{id}");
+        assert_eq!(
+            blake3::hash(&boc).as_bytes(),
+            id.file_hash.as_array(),
+            "{id}"
+        );
+        let state = root.parse::<ShardStateUnsplit>().unwrap();
+        assert_eq!((state.shard_ident, state.seqno), (id.shard, 0));
+        if id.is_masterchain() {
+            assert_eq!(boc, zerostate_bytes);
+        }
+        assert_eq!(
+            ask::<proto::PersistentStateInfo>(
+                &c,
+                rpc::GetPersistentQueueStateInfo { block_id: id }
+            )
+            .await,
+            OverlayResponse::Ok(proto::PersistentStateInfo::NotFound),
+            "no queue state of {id}"
+        );
+    }
+    // A block of the chain has no persistent state.
+    let archive = read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap());
+    assert_eq!(
+        ask::<proto::PersistentStateInfo>(
+            &c,
+            rpc::GetPersistentShardStateInfo {
+                block_id: archive.order[0]
+            }
+        )
+        .await,
+        OverlayResponse::Ok(proto::PersistentStateInfo::NotFound)
+    );
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imported_queue_state_is_served_as_a_persistent_queue_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, config, storage) =
+        regolith_node::fixture::import_fixture_chain(dir.path(), &fixtures(), addr(29))
+            .await
+            .unwrap();
+    let master = fixtures().join("queue_state/master.bin");
+    let block: regolith_node::block_ref::BlockRef = "-1:8000000000000000:90".parse().unwrap();
+    let hash = "5795ca5d1b8d0c1ce96394eef851bde718ff2e14fd2840098ed2bb7640f278c5";
+    let report = regolith_node::queue_state::import(
+        &data.root,
+        &storage,
+        &block,
+        &master,
+        Some(hash.parse().unwrap()),
+        Some(1),
+    )
+    .await
+    .unwrap();
+    let id = block.resolve(&storage).unwrap();
+    assert!(storage
+        .handles()
+        .load_handle(&id)
+        .unwrap()
+        .unwrap()
+        .has_persistent_queue_state());
+    assert!(report.state_file.ends_with(".queue"));
+    let global = data.load_global_config().unwrap();
+    let node = start_node(&config, &global, storage).unwrap();
+    let c = client(&node, 30);
+    let answer =
+        ask::<proto::PersistentStateInfo>(&c, rpc::GetPersistentQueueStateInfo { block_id: id })
+            .await;
+    let OverlayResponse::Ok(proto::PersistentStateInfo::Found { size, chunk_size }) = answer else {
+        panic!("no queue state of {id}: {answer:?}")
+    };
+    let state = download_state(&c, id, true, size, chunk_size.into()).await;
+    assert_eq!(state, std::fs::read(&master).unwrap());
     node.shutdown().await;
 }

@@ -22,6 +22,10 @@ pub struct FailPoints {
     pub gc_batch: AtomicBool,
     /// The next archive commit stops after the temp file is written and synced.
     pub archive_commit_after_tmp: AtomicBool,
+    /// The next persistent-state write stops after its temp file is written and synced.
+    pub state_after_tmp: AtomicBool,
+    /// The next persistent-state write stops after the rename, before the record.
+    pub state_after_rename: AtomicBool,
 }
 
 impl FailPoints {

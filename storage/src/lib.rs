@@ -17,6 +17,7 @@ pub mod error;
 mod gc;
 pub mod node_state;
 pub mod parsed;
+pub mod persistent_state;
 mod storage;
 mod subscriptions;
 pub mod tables;
@@ -34,4 +35,9 @@ pub use consistency::ConsistencyStats;
 pub use error::{Result, StorageError};
 pub use gc::BlockGcStats;
 pub use parsed::ParsedBlock;
+pub use persistent_state::{
+    PersistentStateRecord, PersistentStateStorage, StatePartRecord, StatesOpenStats,
+    STATE_CHUNK_SIZE,
+};
+pub use regolith_formats::persistent_state::{StateKind, StatePart};
 pub use storage::{OpenStats, Storage};

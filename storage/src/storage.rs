@@ -18,6 +18,7 @@ use crate::error::{Result, StorageError};
 use crate::gc::{self, BlockGcStats};
 use crate::node_state::NodeStateStorage;
 use crate::parsed::ParsedBlock;
+use crate::persistent_state::{PersistentStateStorage, StatesOpenStats};
 
 /// What `open` found: the startup check and archive recovery counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -26,6 +27,8 @@ pub struct OpenStats {
     pub consistency: ConsistencyStats,
     /// Archive recovery.
     pub archives: ArchiveOpenStats,
+    /// The persistent-state index.
+    pub states: StatesOpenStats,
 }
 
 struct Inner {
@@ -36,6 +39,7 @@ struct Inner {
     components: BlockComponentStorage,
     node_state: NodeStateStorage,
     archives: ArchiveStorage,
+    states: PersistentStateStorage,
     open_stats: OpenStats,
 }
 
@@ -78,6 +82,8 @@ impl Storage {
             &config.archives,
             read_only,
         )?;
+        let (states, states_stats) =
+            PersistentStateStorage::open(db.clone(), handles.clone(), &config.root_dir, read_only)?;
         let cache = BlockCache::new(config.blocks_cache.size.as_u64(), config.blocks_cache.ttl);
         let components = BlockComponentStorage::new(
             db.clone(),
@@ -91,11 +97,13 @@ impl Storage {
             components,
             node_state,
             archives,
+            states,
             handles,
             db,
             open_stats: OpenStats {
                 consistency,
                 archives: archive_stats,
+                states: states_stats,
             },
             config,
         })))
@@ -129,6 +137,11 @@ impl Storage {
     /// Archives.
     pub fn archives(&self) -> &ArchiveStorage {
         &self.0.archives
+    }
+
+    /// Persistent states: the index and the state files.
+    pub fn persistent_states(&self) -> &PersistentStateStorage {
+        &self.0.states
     }
 
     /// Node state.

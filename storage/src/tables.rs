@@ -8,6 +8,7 @@ use regolith_formats::{decode_block_id, encode_block_id, BlockId, BlockKey, Hash
 
 use crate::block_meta::MetaSnapshot;
 use crate::error::{Result, StorageError};
+use crate::persistent_state::{PersistentStateKey, PersistentStateValue};
 
 /// A key or value with a byte encoding.
 pub trait Codec: Sized {
@@ -61,6 +62,9 @@ tables! {
     ArchiveBlockIds: "archive_block_ids", SeqnoKey => RawBytes;
     /// Archive events: archive id (u32 BE) ‖ event code (u32 BE) → empty or u32 LE.
     ArchiveEvents: "archive_events", ArchiveEventKey => RawBytes;
+    /// Persistent states: block key (48) ‖ kind (1: shard 0, queue 1) → the state's file, size, chunk size
+    /// and split parts (`persistent_state::PersistentStateValue`). A state is served only once recorded.
+    PersistentStates: "persistent_states", PersistentStateKey => PersistentStateValue;
 }
 
 /// A state key name.

@@ -51,7 +51,7 @@ pub async fn rpc(args: RpcBenchArgs) -> Result<()> {
         crate::fixture::import_fixture_chain(&dir, &args.fixtures, listen).await?;
     crate::fixture::start_next_archive(&storage).await?;
     let global: GlobalConfig = data.load_global_config()?;
-    let node = crate::run::start_node(&data, &config, &global, storage.clone())?;
+    let node = crate::run::start_node(&config, &global, storage.clone())?;
     let server = Arc::new(node.network.signed_peer_info(Duration::from_secs(3600)));
 
     let archive = std::fs::File::open(args.fixtures.join("archive_1.bin"))?;

@@ -2,7 +2,6 @@
 //! the built-in storage, S3 and hybrid providers.
 
 mod hybrid;
-mod manifest;
 mod s3;
 mod storage;
 
@@ -13,10 +12,13 @@ use tycho_types::models::BlockId;
 use crate::error::ProviderResult;
 
 pub use hybrid::HybridProvider;
-pub use manifest::{validate_split_parts, SplitManifest};
+pub use regolith_formats::persistent_state::{
+    block_key_text, manifest_object_name, state_object_name, validate_split_parts, SplitManifest,
+    StateKind, StatePart,
+};
 pub use s3::{capped_chunk_size, KeyBlockLookup, S3Limits, S3Provider, S3Settings, FRAME_RESERVE};
+pub use storage::StorageProvider;
 pub use storage::STORAGE_CHUNK_SIZE;
-pub use storage::{PersistentStateFiles, StorageProvider};
 
 /// What a provider knows about the archive of an mc seqno.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,26 +36,6 @@ pub enum ArchiveLookup {
     TooNew,
     /// Unknown.
     NotFound,
-}
-
-/// The kind of a persistent state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StateKind {
-    /// A shard state.
-    Shard,
-    /// A queue state.
-    Queue,
-}
-
-/// Which object of a persistent state a chunk comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatePart {
-    /// The whole (unsplit) state.
-    Unsplit,
-    /// The root of a split state.
-    SplitRoot,
-    /// One part of a split state, by shard prefix.
-    SplitPart(u64),
 }
 
 /// One part of a split state.
@@ -151,34 +133,4 @@ impl RpcDataProvider for Box<dyn RpcDataProvider> {
     ) -> ProviderResult<Option<Bytes>> {
         (**self).state_chunk(block, offset, kind, part).await
     }
-}
-
-/// The text form of a block id used in object keys and file names (§4.3.2):
-/// `{wc}:{shard:016x}:{seqno}:{root_hex}:{file_hex}`.
-pub fn block_key_text(block: &BlockId) -> String {
-    format!(
-        "{}:{:016x}:{}:{}:{}",
-        block.shard.workchain(),
-        block.shard.prefix(),
-        block.seqno,
-        hex::encode(block.root_hash.as_slice()),
-        hex::encode(block.file_hash.as_slice())
-    )
-}
-
-/// The object name (relative key) of a state object (§4.3.2).
-pub fn state_object_name(block: &BlockId, kind: StateKind, part: StatePart) -> Option<String> {
-    let b = block_key_text(block);
-    Some(match (kind, part) {
-        (StateKind::Queue, StatePart::Unsplit) => format!("{b}.queue"),
-        (StateKind::Queue, _) => return None,
-        (StateKind::Shard, StatePart::Unsplit) => format!("{b}.boc"),
-        (StateKind::Shard, StatePart::SplitRoot) => format!("{b}.boc.split"),
-        (StateKind::Shard, StatePart::SplitPart(prefix)) => format!("{b}_part_{prefix:016x}.boc"),
-    })
-}
-
-/// The object name of a split manifest.
-pub fn manifest_object_name(block: &BlockId) -> String {
-    format!("{}.meta.json", block_key_text(block))
 }

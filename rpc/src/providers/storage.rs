@@ -1,160 +1,90 @@
-//! The storage provider (§4.2): archives from [`regolith_storage::Storage`], persistent states from a
-//! directory of state files laid out like the S3 keys of §4.3.2 (`{B}.boc`, `{B}.queue`, `{B}.boc.split`,
-//! `{B}_part_{prefix:016x}.boc`, `{B}.meta.json`).
+//! The storage provider (§4.2): archives from [`regolith_storage::Storage`], persistent states from the
+//! storage's persistent-state index and the files it records (laid out like the S3 keys of §4.3.2).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use regolith_storage::{ArchiveInfo as StoredArchiveInfo, Storage, StorageError};
+use regolith_storage::{
+    ArchiveInfo as StoredArchiveInfo, PersistentStateRecord, Storage, StorageError,
+};
 use tokio::sync::Semaphore;
 use tycho_types::models::BlockId;
 
-use super::{
-    manifest_object_name, state_object_name, ArchiveLookup, RpcDataProvider, SplitManifest,
-    StateInfo, StateKind, StatePart, StatePartInfo,
-};
+use super::{ArchiveLookup, RpcDataProvider, StateInfo, StateKind, StatePart, StatePartInfo};
 use crate::error::{ProviderError, ProviderResult};
 
 /// Chunk size of archives and states served from storage: 1 MiB.
-pub const STORAGE_CHUNK_SIZE: u64 = 1 << 20;
+pub const STORAGE_CHUNK_SIZE: u64 = regolith_storage::STATE_CHUNK_SIZE;
 
-/// Persistent-state files in a directory (the descriptors of §4.2.3).
-#[derive(Clone)]
-pub struct PersistentStateFiles {
-    dir: PathBuf,
-    reads: Arc<Semaphore>,
-}
-
-impl PersistentStateFiles {
-    /// State files under `dir`; at most `max_parallel_reads` reads run at once.
-    pub fn new(dir: impl Into<PathBuf>, max_parallel_reads: usize) -> Self {
-        Self {
-            dir: dir.into(),
-            reads: Arc::new(Semaphore::new(max_parallel_reads.max(1))),
-        }
-    }
-
-    fn file_len(&self, name: &str) -> ProviderResult<Option<u64>> {
-        match std::fs::metadata(self.dir.join(name)) {
-            Ok(m) if m.is_file() => Ok(Some(m.len())),
-            Ok(_) => Ok(None),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(ProviderError::Io {
-                context: format!("reading the size of state file {name}"),
-                source: e,
-            }),
-        }
-    }
-
-    fn info(&self, block: &BlockId, kind: StateKind) -> ProviderResult<Option<StateInfo>> {
-        let unsplit = |size| StateInfo {
-            size,
-            chunk_size: STORAGE_CHUNK_SIZE,
-            split_depth: 0,
-            parts: Vec::new(),
-        };
-        if kind == StateKind::Queue {
-            let name = state_object_name(block, kind, StatePart::Unsplit).unwrap_or_default();
-            return Ok(self.file_len(&name)?.filter(|s| *s > 0).map(unsplit));
-        }
-        let manifest_name = manifest_object_name(block);
-        let manifest = match std::fs::read(self.dir.join(&manifest_name)) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let name = state_object_name(block, kind, StatePart::Unsplit).unwrap_or_default();
-                return Ok(self.file_len(&name)?.filter(|s| *s > 0).map(unsplit));
-            }
-            Err(e) => {
-                return Err(ProviderError::Io {
-                    context: format!("reading {manifest_name}"),
-                    source: e,
-                })
-            }
-        };
-        let (split_depth, prefixes) = SplitManifest::parse(&manifest, block).map_err(|reason| {
-            ProviderError::InvalidManifest {
-                key: manifest_name.clone(),
-                reason,
-            }
-        })?;
-        let root = state_object_name(block, kind, StatePart::SplitRoot).unwrap_or_default();
-        let Some(size) = self.file_len(&root)?.filter(|s| *s > 0) else {
-            return Ok(None);
-        };
-        let mut parts = Vec::with_capacity(prefixes.len());
-        for prefix in prefixes {
-            let name =
-                state_object_name(block, kind, StatePart::SplitPart(prefix)).unwrap_or_default();
-            let Some(part_size) = self.file_len(&name)?.filter(|s| *s > 0) else {
-                return Ok(None);
-            };
-            parts.push(StatePartInfo {
-                prefix,
-                size: part_size,
-            });
-        }
-        Ok(Some(StateInfo {
-            size,
-            chunk_size: STORAGE_CHUNK_SIZE,
-            split_depth,
-            parts,
-        }))
-    }
-
-    fn chunk(
-        &self,
-        block: &BlockId,
-        offset: u64,
-        kind: StateKind,
-        part: StatePart,
-    ) -> ProviderResult<Option<Bytes>> {
-        use std::os::unix::fs::FileExt;
-        if !offset.is_multiple_of(STORAGE_CHUNK_SIZE) {
-            return Ok(None);
-        }
-        let Some(name) = state_object_name(block, kind, part) else {
-            return Ok(None);
-        };
-        let path = self.dir.join(&name);
-        let file = match std::fs::File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(ProviderError::Io {
-                    context: format!("opening state file {name}"),
-                    source: e,
-                })
-            }
-        };
-        let io = |context: String| move |source| ProviderError::Io { context, source };
-        let len = file
-            .metadata()
-            .map_err(io(format!("reading {name}")))?
-            .len();
-        if offset > len {
-            return Ok(None);
-        }
-        let n = (len - offset).min(STORAGE_CHUNK_SIZE) as usize;
-        let mut buf = vec![0u8; n];
-        file.read_exact_at(&mut buf, offset)
-            .map_err(io(format!("reading {name} at {offset}")))?;
-        Ok(Some(Bytes::from(buf)))
+fn state_info(record: &PersistentStateRecord) -> StateInfo {
+    StateInfo {
+        size: record.size,
+        chunk_size: record.chunk_size,
+        split_depth: record.split_depth,
+        parts: record
+            .parts
+            .iter()
+            .map(|p| StatePartInfo {
+                prefix: p.prefix,
+                size: p.size,
+            })
+            .collect(),
     }
 }
 
-/// Serves archives from the block storage and persistent states from state files (§4.2).
+/// Reads `[offset, offset + chunk_size)` of a recorded state's file (or part): a misaligned offset, an
+/// unknown part or `offset > len` → None; `offset == len` → empty.
+fn read_state_chunk(
+    storage: &Storage,
+    block: &BlockId,
+    offset: u64,
+    kind: StateKind,
+    part: StatePart,
+) -> ProviderResult<Option<Bytes>> {
+    use std::os::unix::fs::FileExt;
+    let states = storage.persistent_states();
+    let Some(record) = states.get(block, kind)? else {
+        return Ok(None);
+    };
+    let chunk_size = record.chunk_size.max(1);
+    if !offset.is_multiple_of(chunk_size) {
+        return Ok(None);
+    }
+    let Some(path) = states.file_path(&record, part) else {
+        return Ok(None);
+    };
+    let name = path.display().to_string();
+    let io = |context: String| move |source| ProviderError::Io { context, source };
+    let file = std::fs::File::open(&path).map_err(io(format!("opening state file {name}")))?;
+    let len = file
+        .metadata()
+        .map_err(io(format!("reading {name}")))?
+        .len();
+    if offset > len {
+        return Ok(None);
+    }
+    let n = (len - offset).min(chunk_size) as usize;
+    let mut buf = vec![0u8; n];
+    file.read_exact_at(&mut buf, offset)
+        .map_err(io(format!("reading {name} at {offset}")))?;
+    Ok(Some(Bytes::from(buf)))
+}
+
+/// Serves archives from the block storage and the persistent states it records (§4.2).
 #[derive(Clone)]
 pub struct StorageProvider {
     storage: Storage,
-    states: Option<PersistentStateFiles>,
+    state_reads: Arc<Semaphore>,
 }
 
 impl StorageProvider {
-    /// A provider over `storage`; without `states` every state is absent.
-    pub fn new(storage: Storage, states: Option<PersistentStateFiles>) -> Self {
-        Self { storage, states }
+    /// A provider over `storage`; at most `max_parallel_state_reads` state reads run at once.
+    pub fn new(storage: Storage, max_parallel_state_reads: usize) -> Self {
+        Self {
+            storage,
+            state_reads: Arc::new(Semaphore::new(max_parallel_state_reads.max(1))),
+        }
     }
 }
 
@@ -216,12 +146,12 @@ impl RpcDataProvider for StorageProvider {
         block: &BlockId,
         kind: StateKind,
     ) -> ProviderResult<Option<StateInfo>> {
-        let Some(states) = self.states.clone() else {
-            return Ok(None);
-        };
-        let block = *block;
-        let _permit = states.reads.clone().acquire_owned().await;
-        blocking(move || states.info(&block, kind)).await
+        let _permit = self.state_reads.clone().acquire_owned().await;
+        Ok(self
+            .storage
+            .persistent_states()
+            .get(block, kind)?
+            .map(|record| state_info(&record)))
     }
 
     async fn state_chunk(
@@ -231,17 +161,16 @@ impl RpcDataProvider for StorageProvider {
         kind: StateKind,
         part: StatePart,
     ) -> ProviderResult<Option<Bytes>> {
-        let Some(states) = self.states.clone() else {
-            return Ok(None);
-        };
+        let _permit = self.state_reads.clone().acquire_owned().await;
+        let storage = self.storage.clone();
         let block = *block;
-        let _permit = states.reads.clone().acquire_owned().await;
-        blocking(move || states.chunk(&block, offset, kind, part)).await
+        blocking(move || read_state_chunk(&storage, &block, offset, kind, part)).await
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use regolith_storage::StorageConfig;
     use tycho_types::models::ShardIdent;
     use tycho_types::prelude::HashBytes;
 
@@ -259,59 +188,122 @@ mod tests {
 
     const MIB: u64 = STORAGE_CHUNK_SIZE;
 
-    #[test]
-    fn state_chunks_follow_4_2_3() {
+    fn open(dir: &std::path::Path) -> StorageProvider {
+        StorageProvider::new(Storage::open(StorageConfig::new(dir)).unwrap(), 2)
+    }
+
+    #[tokio::test]
+    async fn state_chunks_follow_4_2_3() {
         let dir = tempfile::tempdir().unwrap();
-        let b = block_key_text(&block());
-        std::fs::write(dir.path().join(format!("{b}.boc")), vec![7u8; MIB as usize]).unwrap();
-        std::fs::write(dir.path().join(format!("{b}.queue")), vec![8u8; 10]).unwrap();
-        let files = PersistentStateFiles::new(dir.path(), 2);
+        let provider = open(dir.path());
         let id = block();
-        let chunk = |offset, kind, part| files.chunk(&id, offset, kind, part).unwrap();
+        let states = provider.storage.persistent_states();
+        states
+            .store(&id, StateKind::Shard, &vec![7u8; MIB as usize])
+            .unwrap();
+        states.store(&id, StateKind::Queue, &[8u8; 10]).unwrap();
         use StateKind::*;
         use StatePart::*;
-        assert_eq!(chunk(0, Shard, Unsplit).unwrap().len() as u64, MIB);
+        let chunk = |offset, kind, part| {
+            let provider = provider.clone();
+            async move { provider.state_chunk(&id, offset, kind, part).await.unwrap() }
+        };
+        assert_eq!(chunk(0, Shard, Unsplit).await.unwrap().len() as u64, MIB);
         assert_eq!(
-            chunk(MIB, Shard, Unsplit).unwrap().len(),
+            chunk(MIB, Shard, Unsplit).await.unwrap().len(),
             0,
             "offset == len"
         );
-        assert_eq!(chunk(2 * MIB, Shard, Unsplit), None, "offset > len");
-        assert_eq!(chunk(5, Shard, Unsplit), None, "misaligned");
-        assert_eq!(chunk(0, Queue, Unsplit).unwrap().len(), 10);
-        assert_eq!(chunk(0, Queue, SplitRoot), None, "a part of a queue");
-        assert_eq!(chunk(0, Shard, SplitRoot), None, "unknown state");
-        assert_eq!(chunk(0, Shard, SplitPart(1 << 62)), None, "unknown part");
+        assert_eq!(chunk(2 * MIB, Shard, Unsplit).await, None, "offset > len");
+        assert_eq!(chunk(5, Shard, Unsplit).await, None, "misaligned");
+        assert_eq!(chunk(0, Queue, Unsplit).await.unwrap().len(), 10);
+        assert_eq!(chunk(0, Queue, SplitRoot).await, None, "a part of a queue");
+        assert_eq!(chunk(0, Shard, SplitRoot).await, None, "not a split state");
+        assert_eq!(
+            chunk(0, Shard, SplitPart(1 << 62)).await,
+            None,
+            "unknown part"
+        );
+        let other = BlockId {
+            seqno: 11,
+            ..block()
+        };
+        assert_eq!(
+            provider
+                .state_chunk(&other, 0, Shard, Unsplit)
+                .await
+                .unwrap(),
+            None,
+            "unknown state"
+        );
 
-        let info = files.info(&id, Shard).unwrap().unwrap();
+        let info = provider.state_info(&id, Shard).await.unwrap().unwrap();
         assert_eq!(
             (info.size, info.chunk_size, info.split_depth),
             (MIB, MIB, 0)
         );
-        assert_eq!(files.info(&id, Queue).unwrap().unwrap().size, 10);
+        assert_eq!(
+            provider.state_info(&id, Queue).await.unwrap().unwrap().size,
+            10
+        );
+        assert_eq!(provider.state_info(&other, Shard).await.unwrap(), None);
     }
 
-    #[test]
-    fn split_states_need_a_valid_manifest_and_every_part() {
+    #[tokio::test]
+    async fn a_file_without_a_record_is_not_served_until_indexed_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = block();
+        let name = format!("{}.boc", block_key_text(&id));
+        {
+            let provider = open(dir.path());
+            std::fs::create_dir_all(dir.path().join("states")).unwrap();
+            std::fs::write(dir.path().join("states").join(&name), b"state").unwrap();
+            assert_eq!(
+                provider.state_info(&id, StateKind::Shard).await.unwrap(),
+                None,
+                "a file alone is not a state"
+            );
+        }
+        let provider = open(dir.path());
+        assert_eq!(
+            provider.storage.open_stats().states.indexed_files,
+            1,
+            "indexed at start"
+        );
+        let info = provider.state_info(&id, StateKind::Shard).await.unwrap();
+        assert_eq!(info.map(|i| i.size), Some(5));
+    }
+
+    #[tokio::test]
+    async fn split_states_need_a_valid_manifest_and_every_part() {
         let dir = tempfile::tempdir().unwrap();
         let id = block();
         let b = block_key_text(&id);
+        let states_dir = dir.path().join("states");
+        std::fs::create_dir_all(&states_dir).unwrap();
         let write =
-            |name: String, data: &[u8]| std::fs::write(dir.path().join(name), data).unwrap();
+            |name: String, data: &[u8]| std::fs::write(states_dir.join(name), data).unwrap();
         write(format!("{b}.boc.split"), b"root");
         write(format!("{b}_part_4000000000000000.boc"), b"left part");
         write(
             format!("{b}.meta.json"),
             br#"{"version":1,"split_depth":1,"parts":["4000000000000000","c000000000000000"]}"#,
         );
-        let files = PersistentStateFiles::new(dir.path(), 2);
-        assert_eq!(
-            files.info(&id, StateKind::Shard).unwrap(),
-            None,
-            "a part is missing"
-        );
+        {
+            let provider = open(dir.path());
+            assert_eq!(
+                provider.state_info(&id, StateKind::Shard).await.unwrap(),
+                None,
+                "a part is missing"
+            );
+        }
         write(format!("{b}_part_c000000000000000.boc"), b"right");
-        let info = files.info(&id, StateKind::Shard).unwrap().unwrap();
+        let provider = open(dir.path());
+        let info = provider
+            .state_info(&id, StateKind::Shard)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(info.split_depth, 1);
         assert_eq!(info.size, 4);
         assert_eq!(
@@ -327,17 +319,24 @@ mod tests {
                 },
             ]
         );
-        let part = files
-            .chunk(
+        let part = provider
+            .state_chunk(
                 &id,
                 0,
                 StateKind::Shard,
                 StatePart::SplitPart(0xc000000000000000),
             )
+            .await
             .unwrap();
         assert_eq!(part.as_deref(), Some(&b"right"[..]));
+        let root = provider
+            .state_chunk(&id, 0, StateKind::Shard, StatePart::SplitRoot)
+            .await
+            .unwrap();
+        assert_eq!(root.as_deref(), Some(&b"root"[..]));
+        drop(provider);
 
-        // a prefix at the wrong depth, a duplicate or an unknown version is an error
+        // a prefix at the wrong depth, a duplicate or an unknown version: reported at start, not indexed
         for manifest in [
             &br#"{"version":1,"split_depth":2,"parts":["4000000000000000"]}"#[..],
             br#"{"version":1,"split_depth":1,"parts":["4000000000000000","4000000000000000"]}"#,
@@ -346,11 +345,22 @@ mod tests {
             br#"{"version":1,"split_depth":1,"parts":["40000000000000"]}"#,
             b"not json",
         ] {
-            write(format!("{b}.meta.json"), manifest);
-            assert!(
-                files.info(&id, StateKind::Shard).is_err(),
-                "{}",
-                String::from_utf8_lossy(manifest)
+            let fresh = tempfile::tempdir().unwrap();
+            let fresh_states = fresh.path().join("states");
+            std::fs::create_dir_all(&fresh_states).unwrap();
+            std::fs::write(fresh_states.join(format!("{b}.boc.split")), b"root").unwrap();
+            std::fs::write(fresh_states.join(format!("{b}.meta.json")), manifest).unwrap();
+            let provider = open(fresh.path());
+            let what = String::from_utf8_lossy(manifest);
+            assert_eq!(
+                provider.storage.open_stats().states.rejected_files,
+                1,
+                "{what}"
+            );
+            assert_eq!(
+                provider.state_info(&id, StateKind::Shard).await.unwrap(),
+                None,
+                "{what}"
             );
         }
     }

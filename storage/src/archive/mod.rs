@@ -18,6 +18,8 @@ use tokio::sync::{broadcast, oneshot};
 pub use grouping::{Assignment, Grouping, MAX_MC_BLOCKS_PER_ARCHIVE};
 pub use recovery::ArchiveOpenStats;
 
+pub(crate) use commit::fsync_dir;
+
 use crate::block_handle::{BlockHandle, BlockHandleStorage};
 use crate::config::ArchivesConfig;
 use crate::db::CoreDb;

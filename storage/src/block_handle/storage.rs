@@ -202,17 +202,25 @@ impl BlockHandleStorage {
         if handle.is_removed() {
             return Ok(());
         }
-        let meta = handle.meta().load();
         if handle.is_key_block() {
             let mut batch = WriteBatch::default();
-            self.db
-                .batch_merge::<BlockHandles>(&mut batch, &handle.id().root_hash, &meta);
-            self.db
-                .batch_put::<KeyBlocks>(&mut batch, &SeqnoKey(handle.id().seqno), handle.id());
+            self.batch_store_handle(&mut batch, handle);
             self.db
                 .write(batch, &format!("storing handle of {}", handle.id()))
         } else {
+            let meta = handle.meta().load();
             self.db.merge::<BlockHandles>(&handle.id().root_hash, &meta)
+        }
+    }
+
+    /// Adds the handle's current flags (and its key-block index row) to `batch`.
+    pub(crate) fn batch_store_handle(&self, batch: &mut WriteBatch, handle: &BlockHandle) {
+        let meta = handle.meta().load();
+        self.db
+            .batch_merge::<BlockHandles>(batch, &handle.id().root_hash, &meta);
+        if handle.is_key_block() {
+            self.db
+                .batch_put::<KeyBlocks>(batch, &SeqnoKey(handle.id().seqno), handle.id());
         }
     }
 
