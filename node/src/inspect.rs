@@ -174,6 +174,7 @@ pub fn summary(storage: &Storage) -> Result<Value> {
         }).collect::<Vec<_>>(),
         "last_applied_mc_block": state.load_last_mc_block_id()?.map(|id| id.to_string()),
         "zerostate_id": state.load_zerostate_id()?.map(|id| id.to_string()),
+        "zerostate_proof_size": state.load_zerostate_proof()?.map(|p| p.len()),
         "key_blocks": storage.handles().key_blocks_iter(KeyBlocksDirection::ForwardFrom(0)).count(),
         "archives": storage.archives().list_archive_ids().len(),
         "startup_check": stats.consistency,

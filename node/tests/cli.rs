@@ -173,3 +173,226 @@ fn sigkill_during_import_leaves_a_consistent_database() {
     assert_full_chain(&s);
     assert_clean(&s);
 }
+
+fn block_json(data: &std::path::Path, args: &[&str]) -> Value {
+    serde_json::from_str(&ok(data, args)).unwrap()
+}
+
+fn flags(block: &Value) -> Vec<String> {
+    block["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn masterchain_ids_are_taken_as_typed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    init(&data);
+    ok(&data, &["import", "--quiet", &archive_1()]);
+    let id = block_json(&data, &["inspect", "--json", "block", "42"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(id.starts_with("-1:8000000000000000:42:"), "{id}");
+
+    // `inspect block`: the full id and the short id, before and after other flags.
+    for args in [
+        vec!["inspect", "--json", "block", id.as_str()],
+        vec!["inspect", "block", id.as_str(), "--json"],
+        vec!["inspect", "--json", "block", "-1:8000000000000000:42"],
+    ] {
+        assert_eq!(block_json(&data, &args)["id"], id.as_str(), "{args:?}");
+    }
+    let text = ok(&data, &["inspect", "block", &id]);
+    assert!(text.contains(&format!("id: {id}")), "{text}");
+    let err = fails(&data, &["inspect", "block", "-1:8000000000000000:420"]);
+    assert!(
+        err.contains("-1:8000000000000000:420 is not stored"),
+        "{err}"
+    );
+    let err = fails(&data, &["inspect", "block", "-1:zz:1"]);
+    assert!(err.contains("bad shard prefix"), "{err}");
+
+    // `import-queue-state --block`, with and without `=`: master.bin is the queue state of mc block 90.
+    let block_90 = block_json(&data, &["inspect", "--json", "block", "90"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let master = fixtures().join("queue_state/master.bin");
+    let hash = "5795ca5d1b8d0c1ce96394eef851bde718ff2e14fd2840098ed2bb7640f278c5";
+    let with_eq = format!("--block={block_90}");
+    for block_args in [vec!["--block", block_90.as_str()], vec![with_eq.as_str()]] {
+        let mut args = vec!["import-queue-state"];
+        args.extend(block_args);
+        args.extend([
+            "--file",
+            master.to_str().unwrap(),
+            "--diff-hash",
+            hash,
+            "--tail-len",
+            "1",
+            "--json",
+        ]);
+        let report: Value = serde_json::from_str(&ok(&data, &args)).unwrap();
+        assert_eq!(report["block"], block_90.as_str(), "{args:?}");
+    }
+    // The imported queue state is recorded and its handle flagged.
+    let states: Value = serde_json::from_str(&ok(&data, &["inspect", "--json", "states"])).unwrap();
+    let queue_states: Vec<&Value> = states
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "queue")
+        .collect();
+    assert_eq!(queue_states.len(), 1, "{states}");
+    assert_eq!(queue_states[0]["block"], block_90.as_str());
+    let b90 = block_json(&data, &["inspect", "--json", "block", &block_90]);
+    assert!(
+        flags(&b90).contains(&"HAS_PERSISTENT_QUEUE_STATE".to_string()),
+        "{b90}"
+    );
+}
+
+#[test]
+fn init_stores_the_zerostate_states_with_their_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    init(&data);
+    let states: Value = serde_json::from_str(&ok(&data, &["inspect", "--json", "states"])).unwrap();
+    let states = states.as_array().unwrap();
+    assert_eq!(states.len(), 2, "mc and shard zerostate: {states:?}");
+    for state in states {
+        assert_eq!(state["kind"], "shard");
+        assert_eq!(state["chunk_size"], 1 << 20);
+        let block = block_json(
+            &data,
+            &[
+                "inspect",
+                "--json",
+                "block",
+                state["block"].as_str().unwrap(),
+            ],
+        );
+        let flags = flags(&block);
+        for flag in ["IS_ZEROSTATE", "HAS_STATE", "HAS_PERSISTENT_SHARD_STATE"] {
+            assert!(flags.contains(&flag.to_string()), "{flag} in {block}");
+        }
+        assert_eq!(block["persistent_states"][0]["kind"], "shard");
+    }
+    // The shard zerostate is reached by its short id too.
+    let shard = block_json(
+        &data,
+        &["inspect", "--json", "block", "0:8000000000000000:0"],
+    );
+    assert!(shard["id"]
+        .as_str()
+        .unwrap()
+        .starts_with("0:8000000000000000:0:"));
+}
+
+#[test]
+fn a_shard_zerostate_that_does_not_match_refuses_init() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // The mc zerostate is not the zerostate of a listed shard.
+    let zerostate = fixtures().join("zerostate.boc");
+    let err = fails(
+        &data,
+        &[
+            "init",
+            "--zerostate",
+            zerostate.to_str().unwrap(),
+            "--shard-zerostate",
+            zerostate.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        err.contains("-1:8000000000000000 is not listed in the mc zerostate"),
+        "{err}"
+    );
+    assert!(!data.join("global.json").exists());
+}
+
+#[test]
+fn node_json_rejects_unknown_fields_and_global_json_logs_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    init(&data);
+    let node_json = data.join("node.json");
+    let original = std::fs::read_to_string(&node_json).unwrap();
+    let mut config: Value = serde_json::from_str(&original).unwrap();
+    config["listen_adress"] = Value::from("127.0.0.1:1");
+    std::fs::write(&node_json, config.to_string()).unwrap();
+    let err = fails(&data, &["inspect", "summary"]);
+    assert!(err.contains("`listen_adress`"), "{err}");
+    assert!(err.contains(node_json.to_str().unwrap()), "{err}");
+    // nested too
+    let mut config: Value = serde_json::from_str(&original).unwrap();
+    config["storage"]["archives"]["zstd_levl"] = Value::from(3);
+    std::fs::write(&node_json, config.to_string()).unwrap();
+    let err = fails(&data, &["inspect", "summary"]);
+    assert!(err.contains("storage.archives.zstd_levl"), "{err}");
+    std::fs::write(&node_json, &original).unwrap();
+
+    // global.json is a Tycho file: a field regolith does not use is accepted and logged.
+    let global_json = data.join("global.json");
+    let mut global: Value =
+        serde_json::from_str(&std::fs::read_to_string(&global_json).unwrap()).unwrap();
+    global["validator_config"] = serde_json::json!({"x": 1});
+    std::fs::write(&global_json, global.to_string()).unwrap();
+    let zerostate = fixtures().join("zerostate.boc");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_regolith"))
+        .args(["--data", data.to_str().unwrap()])
+        .args(["init", "--zerostate", zerostate.to_str().unwrap()])
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("validator_config"), "{stderr}");
+    // Logs to a pipe carry no colour codes.
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+}
+
+#[test]
+fn a_data_dir_from_before_the_genesis_data_gets_it_at_its_next_start() {
+    use regolith_storage::tables::{PersistentStates, State, Table};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    init(&data);
+    let before = summary(&data);
+    assert!(
+        before["zerostate_proof_size"].as_u64().unwrap() > 0,
+        "{before}"
+    );
+    // What an older build left: no proof, no state index, no state files (only zerostate.boc).
+    {
+        let storage =
+            regolith_storage::Storage::open(regolith_storage::StorageConfig::new(&data)).unwrap();
+        let db = storage.db().raw();
+        db.delete_cf(db.cf_handle(State::NAME).unwrap(), b"zerostate_proof")
+            .unwrap();
+        let states = db.cf_handle(PersistentStates::NAME).unwrap();
+        for record in storage.persistent_states().list().unwrap() {
+            std::fs::remove_file(storage.persistent_states().dir().join(&record.file)).unwrap();
+        }
+        db.delete_range_cf(states, &[0u8][..], &[0xffu8; 64][..])
+            .unwrap();
+    }
+    let old = summary(&data);
+    assert_eq!(old["zerostate_proof_size"], Value::Null, "{old}");
+    assert_eq!(old["persistent_states"]["recorded"], 0, "{old}");
+
+    // The next writer (here `import`) completes it.
+    ok(&data, &["import", "--quiet", &archive_1()]);
+    let after = summary(&data);
+    assert_eq!(
+        after["zerostate_proof_size"],
+        before["zerostate_proof_size"]
+    );
+    assert_eq!(after["persistent_states"]["recorded"], 2, "{after}");
+}

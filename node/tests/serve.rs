@@ -243,3 +243,154 @@ async fn run_serves_rpc_metrics_and_stops_on_sigterm() {
     assert!(status.success(), "{status}");
     drop(lines);
 }
+
+fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn free_tcp_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn init_with(data: &Path, extra: &[&str]) -> std::process::Output {
+    let zerostate = fixtures().join("zerostate.boc");
+    let mut args = vec!["init", "--zerostate", zerostate.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    Command::new(env!("CARGO_BIN_EXE_regolith"))
+        .arg("--data")
+        .arg(data)
+        .args(&args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+/// Starts `regolith run` and returns it once it printed its QUIC address (the line's value).
+fn spawn_run(data: &Path) -> (std::process::Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_regolith"))
+        .arg("--data")
+        .arg(data)
+        .arg("run")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut quic = None;
+    for line in lines {
+        let line = line.unwrap();
+        if let Some(v) = line.trim().strip_prefix("QUIC address:") {
+            quic = Some(v.trim().to_owned());
+        }
+        if line.trim().starts_with("peer info:") {
+            break;
+        }
+    }
+    (child, quic.expect("run prints its QUIC address"))
+}
+
+fn stop(mut child: std::process::Child) {
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn several_nodes_on_one_machine_and_ports_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c, d) = (
+        dir.path().join("a"),
+        dir.path().join("b"),
+        dir.path().join("c"),
+        dir.path().join("d"),
+    );
+    let (listen_a, metrics_a) = (
+        format!("127.0.0.1:{}", free_udp_port()),
+        format!("127.0.0.1:{}", free_tcp_port()),
+    );
+    let (listen_b, metrics_b) = (
+        format!("127.0.0.1:{}", free_udp_port()),
+        format!("127.0.0.1:{}", free_tcp_port()),
+    );
+    for (data, listen, metrics) in [(&a, &listen_a, &metrics_a), (&b, &listen_b, &metrics_b)] {
+        let out = init_with(data, &["--listen", listen, "--metrics", metrics]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(data.join("node.json")).unwrap())
+                .unwrap();
+        assert_eq!(config["listen_address"], listen.as_str());
+        assert_eq!(config["metrics_address"], metrics.as_str());
+    }
+    // Re-running init with another address refuses and names the field.
+    let out = init_with(&a, &["--listen", &listen_b]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("listen_address"));
+
+    // Both nodes run side by side.
+    let (node_a, quic_a) = spawn_run(&a);
+    let (node_b, quic_b) = spawn_run(&b);
+    assert_eq!(quic_a, listen_a);
+    assert_eq!(quic_b, listen_b);
+    for metrics in [&metrics_a, &metrics_b] {
+        let port: u16 = metrics.rsplit(':').next().unwrap().parse().unwrap();
+        assert!(http_get(port, "/metrics").starts_with("HTTP/1.1 200"));
+    }
+
+    // A third node on a's QUIC port, and a fourth on a's metrics port: each stops with an error that names
+    // the address and the node.json field that sets it.
+    let out = init_with(&c, &["--listen", &listen_a, "--metrics", "off"]);
+    assert!(out.status.success());
+    let config = std::fs::read_to_string(c.join("node.json")).unwrap();
+    assert!(config.contains("\"metrics_address\": null"), "{config}");
+    let listen_d = format!("127.0.0.1:{}", free_udp_port());
+    let out = init_with(
+        &d,
+        &[
+            "--listen",
+            &listen_d,
+            "--public-address",
+            "10.1.2.3:4000",
+            "--metrics",
+            &metrics_a,
+        ],
+    );
+    assert!(out.status.success());
+    let config = std::fs::read_to_string(d.join("node.json")).unwrap();
+    assert!(
+        config.contains("\"public_address\": \"10.1.2.3:4000\""),
+        "{config}"
+    );
+    for (data, address, field) in [
+        (&c, &listen_a, "listen_address"),
+        (&d, &metrics_a, "metrics_address"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_regolith"))
+            .arg("--data")
+            .arg(data)
+            .arg("run")
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{field}: run should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(address.as_str()), "{field}: {err}");
+        assert!(err.contains(&format!("`{field}`")), "{field}: {err}");
+        assert!(err.contains("node.json"), "{field}: {err}");
+        assert!(!err.contains("panicked"), "{field}: {err}");
+    }
+    stop(node_a);
+    stop(node_b);
+}
