@@ -134,7 +134,7 @@ pub struct S3Credentials {
     pub token: Option<String>,
 }
 
-/// `blockchain_rpc_client` (parsed for compatibility; the client lives elsewhere).
+/// `blockchain_rpc_client`: the blockchain RPC client (§7).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct BlockchainRpcClientConfig {
@@ -190,6 +190,97 @@ impl Default for RequestHistorySize {
             get_zerostate_proof: Some(40),
             get_persistent_state_info: Some(40),
             get_archive_info: Some(20),
+        }
+    }
+}
+
+/// `public_overlay_client` (§8, §9): the neighbour set and the validator broadcast targets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct PublicOverlayClientConfig {
+    /// The neighbour set.
+    pub neighbors: NeighborsConfig,
+    /// Validator broadcast targets.
+    pub validators: ValidatorsConfig,
+}
+
+/// `public_overlay_client.neighbors`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NeighborsConfig {
+    /// Period of the update task.
+    #[serde(with = "humantime_serde")]
+    pub update_interval: Duration,
+    /// Period of the ping task.
+    #[serde(with = "humantime_serde")]
+    pub ping_interval: Duration,
+    /// Period of the apply task.
+    #[serde(with = "humantime_serde")]
+    pub apply_score_interval: Duration,
+    /// Period of the neighbour metrics.
+    #[serde(with = "humantime_serde")]
+    pub update_metrics_interval: Duration,
+    /// Neighbours kept.
+    pub keep: usize,
+    /// Accepted for compatibility, unused.
+    pub max_ping_tasks: usize,
+    /// Initial RTT of a neighbour.
+    #[serde(with = "humantime_serde")]
+    pub default_roundtrip: Duration,
+    /// Timeout of a one-way send.
+    #[serde(with = "humantime_serde")]
+    pub send_timeout: Duration,
+    /// Timeout of a query.
+    #[serde(with = "humantime_serde")]
+    pub query_timeout: Duration,
+    /// Whether the neighbour metrics are exported.
+    pub enable_metrics: bool,
+}
+
+impl Default for NeighborsConfig {
+    fn default() -> Self {
+        Self {
+            update_interval: Duration::from_secs(120),
+            ping_interval: Duration::from_secs(30),
+            apply_score_interval: Duration::from_secs(10),
+            update_metrics_interval: Duration::from_secs(5),
+            keep: 5,
+            max_ping_tasks: 5,
+            default_roundtrip: Duration::from_millis(300),
+            send_timeout: Duration::from_millis(500),
+            query_timeout: Duration::from_secs(1),
+            enable_metrics: true,
+        }
+    }
+}
+
+/// `public_overlay_client.validators`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ValidatorsConfig {
+    /// Period of the tracking task.
+    #[serde(with = "humantime_serde")]
+    pub ping_interval: Duration,
+    /// Timeout of one validator ping.
+    #[serde(with = "humantime_serde")]
+    pub ping_timeout: Duration,
+    /// Targets kept.
+    pub keep: usize,
+    /// Accepted for compatibility, unused.
+    pub max_ping_tasks: usize,
+    /// Upper bound of the adaptive broadcast timeout (§5.2).
+    #[serde(with = "humantime_serde")]
+    pub send_timeout: Duration,
+}
+
+impl Default for ValidatorsConfig {
+    fn default() -> Self {
+        Self {
+            ping_interval: Duration::from_secs(60),
+            ping_timeout: Duration::from_secs(1),
+            keep: 5,
+            max_ping_tasks: 5,
+            send_timeout: Duration::from_millis(500),
         }
     }
 }

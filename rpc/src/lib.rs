@@ -1,9 +1,11 @@
-//! regolith blockchain RPC, the serving half (rpc.md §1–§6, §9): the `blockchain.*` TL protocol
+//! regolith blockchain RPC (rpc.md): the serving half (§1–§6, §9): the `blockchain.*` TL protocol
 //! ([`proto`]), the [`BlockchainRpcService`] that answers it from a [`BlockStorageView`] and an
 //! [`RpcDataProvider`] (storage, S3 or hybrid), external-message broadcast receiving ([`broadcast`]) and the
-//! ingress rate-limit policy ([`rate_limit`]) for tycho-network's public overlay.
+//! ingress rate-limit policy ([`rate_limit`]) for tycho-network's public overlay; and the downloading half
+//! ([`client`]): the overlay client and the blockchain RPC client.
 
 pub mod broadcast;
+pub mod client;
 pub mod config;
 pub mod error;
 pub mod network;
@@ -14,6 +16,7 @@ pub mod service;
 pub mod view;
 
 pub use broadcast::{BroadcastListener, NoopBroadcastListener};
+pub use client::{BlockchainRpcClient, ClientError, DataRequirement, PublicOverlayClient};
 pub use config::{BlockchainRpcServiceConfig, RateLimitsConfig, S3ClientConfig, S3ProxyConfig};
 pub use error::{ConfigError, ProviderError, ProviderResult};
 pub use network::{BlockchainNetwork, NetworkSettings, RawOverlayClient};

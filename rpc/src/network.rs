@@ -16,7 +16,6 @@ use tycho_network::{
 
 use crate::config::RateLimitsConfig;
 use crate::rate_limit::RpcRateLimitPolicy;
-use crate::service::BlockchainRpcService;
 use crate::OVERLAY_NAME;
 
 /// Public overlay entry TTL (§9, a constant).
@@ -84,10 +83,10 @@ pub struct BlockchainNetwork {
 
 impl BlockchainNetwork {
     /// Starts QUIC, DHT, the overlay service and the public overlay serving `service`.
-    pub fn start(
-        settings: NetworkSettings,
-        service: BlockchainRpcService,
-    ) -> Result<Self, NetworkError> {
+    pub fn start<S>(settings: NetworkSettings, service: S) -> Result<Self, NetworkError>
+    where
+        S: Service<ServiceRequest, QueryResponse = Response> + Send + Sync + 'static,
+    {
         let peer_id = peer_id_of(&settings.secret_key);
         let (dht_tasks, dht) = DhtService::builder(peer_id)
             .with_config(settings.dht.clone())
@@ -165,9 +164,9 @@ pub fn now_sec() -> u32 {
         .unwrap_or(0)
 }
 
-/// A service that answers nothing (the raw client serves no one).
-#[derive(Clone, Copy)]
-struct Silent;
+/// A service that answers nothing: for nodes that only download (the raw client, `regolith p2p`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Silent;
 
 impl Service<ServiceRequest> for Silent {
     type QueryResponse = Response;

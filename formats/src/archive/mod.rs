@@ -5,9 +5,11 @@
 //! decompressed bytes exactly as the reference does for the same entries in the same order.
 
 mod reader;
+mod verifier;
 mod writer;
 
 pub use reader::{ArchiveEntry, ArchiveError, ArchiveErrorKind, ArchiveReader};
+pub use verifier::ArchiveVerifier;
 pub use writer::ArchiveWriter;
 
 /// TL id of `archive.prefix` (written LE: `65 8F 14 29`).

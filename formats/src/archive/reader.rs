@@ -66,6 +66,29 @@ pub struct ArchiveError {
     pub kind: ArchiveErrorKind,
 }
 
+/// A bad entry header: the block id when it was readable, and what was wrong.
+pub(crate) type HeaderError = Box<(Option<BlockId>, ArchiveErrorKind)>;
+
+/// Parses a 92-byte entry header: the magic, the block id (a valid shard) and a known type. An error carries the
+/// block id when it was readable.
+pub(crate) fn parse_entry_header(
+    header: &[u8; ENTRY_HEADER_LEN],
+) -> Result<(BlockId, ArchiveEntryType, u32), HeaderError> {
+    let word = |at: usize| {
+        u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
+    };
+    let magic = word(0);
+    if magic != ENTRY_HEADER_ID {
+        return Err(Box::new((None, ArchiveErrorKind::BadHeaderMagic(magic))));
+    }
+    let block_id = crate::decode_block_id(&header[4..84])
+        .map_err(|e| Box::new((None, ArchiveErrorKind::BadBlockId(e))))?;
+    let ty_id = word(84);
+    let ty = ArchiveEntryType::from_tl_id(ty_id)
+        .ok_or_else(|| Box::new((Some(block_id), ArchiveErrorKind::UnknownEntryType(ty_id))))?;
+    Ok((block_id, ty, word(88)))
+}
+
 /// Reads entries one by one from a decompressed archive stream.
 pub struct ArchiveReader<R> {
     inner: R,
@@ -146,23 +169,13 @@ impl<R: Read> ArchiveReader<R> {
         if n < ENTRY_HEADER_LEN {
             return Err(self.err(header_offset, None, ArchiveErrorKind::TruncatedHeader(n)));
         }
-        let magic = u32::from_le_bytes(header[0..4].try_into().unwrap());
-        if magic != ENTRY_HEADER_ID {
-            return Err(self.err(header_offset, None, ArchiveErrorKind::BadHeaderMagic(magic)));
-        }
-        let block_id = match crate::decode_block_id(&header[4..84]) {
-            Ok(id) => id,
-            Err(e) => return Err(self.err(header_offset, None, ArchiveErrorKind::BadBlockId(e))),
+        let (block_id, ty, data_len) = match parse_entry_header(&header) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                let (block_id, kind) = *e;
+                return Err(self.err(header_offset, block_id, kind));
+            }
         };
-        let ty_id = u32::from_le_bytes(header[84..88].try_into().unwrap());
-        let Some(ty) = ArchiveEntryType::from_tl_id(ty_id) else {
-            return Err(self.err(
-                header_offset,
-                Some(block_id),
-                ArchiveErrorKind::UnknownEntryType(ty_id),
-            ));
-        };
-        let data_len = u32::from_le_bytes(header[88..92].try_into().unwrap());
 
         // Grow the buffer as data arrives, so a corrupt length cannot allocate gigabytes up front.
         let mut data = Vec::with_capacity((data_len as usize).min(1 << 20));

@@ -53,3 +53,98 @@ pub async fn try_query(client: &RawOverlayClient, body: Bytes) -> Option<Bytes> 
         _ => None,
     }
 }
+
+/// Overlay and DHT periods of 1 s with 1 s jitter (§10 setup), so entries spread in seconds.
+pub fn fast_settings(ip_last: u8, overlay_id: [u8; 32]) -> NetworkSettings {
+    let second = Duration::from_secs(1);
+    let mut secret_key = [0u8; 32];
+    rand::Rng::fill(&mut rand::thread_rng(), &mut secret_key);
+    let overlay = tycho_network::OverlayConfig {
+        public_overlay_peer_store_period: second,
+        public_overlay_peer_store_max_jitter: second,
+        public_overlay_peer_exchange_period: second,
+        public_overlay_peer_exchange_max_jitter: second,
+        public_overlay_peer_collect_period: second,
+        public_overlay_peer_collect_max_jitter: second,
+        public_overlay_peer_discovery_period: second,
+        public_overlay_peer_discovery_max_jitter: second,
+        ..Default::default()
+    };
+    let dht = tycho_network::DhtConfig {
+        local_info_announce_period: second,
+        local_info_announce_period_max_jitter: second,
+        routing_table_refresh_period: second,
+        routing_table_refresh_period_max_jitter: second,
+        ..Default::default()
+    };
+    NetworkSettings {
+        bind_address: addr(ip_last),
+        remote_address: None,
+        secret_key,
+        network: Default::default(),
+        dht,
+        overlay,
+        peer_resolver: Default::default(),
+        bootstrap_peers: Vec::new(),
+        overlay_id,
+        rate_limits: None,
+    }
+}
+
+/// A fresh overlay id: scenarios in separate overlays do not see each other's nodes.
+pub fn new_overlay() -> [u8; 32] {
+    let mut id = [0u8; 32];
+    rand::Rng::fill(&mut rand::thread_rng(), &mut id);
+    id
+}
+
+/// A node of overlay `overlay_id` with fast periods, serving `service`.
+pub fn fast_node<S>(ip_last: u8, overlay_id: [u8; 32], service: S) -> BlockchainNetwork
+where
+    S: tycho_network::Service<
+            tycho_network::ServiceRequest,
+            QueryResponse = tycho_network::Response,
+        > + Send
+        + Sync
+        + 'static,
+{
+    BlockchainNetwork::start(fast_settings(ip_last, overlay_id), service).unwrap()
+}
+
+/// Adds every node's signed peer info to every other node's DHT, then waits until every overlay lists every
+/// other peer with a resolved address.
+pub async fn connect_all(nodes: &[&BlockchainNetwork]) {
+    for a in nodes {
+        let info = Arc::new(a.signed_peer_info(Duration::from_secs(3600)));
+        for b in nodes {
+            if a.peer_id() != b.peer_id() {
+                b.dht
+                    .make_client(&b.network)
+                    .add_peer(info.clone())
+                    .unwrap();
+            }
+        }
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready = nodes.iter().all(|n| {
+            let entries = n.overlay.read_entries();
+            nodes
+                .iter()
+                .filter(|o| o.peer_id() != n.peer_id())
+                .all(|o| {
+                    entries
+                        .iter()
+                        .any(|e| e.entry.peer_id == o.peer_id() && e.resolver_handle.is_resolved())
+                })
+        });
+        if ready {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the overlay did not converge in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -1,0 +1,829 @@
+//! The blockchain RPC client (rpc.md §7, §5.1–§5.2): simple queries, full-block download with parallel chunks
+//! and peer fallback, archive and persistent-state search and download, and external-message broadcast with the
+//! adaptive timeout and the own-message listener.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use parking_lot::Mutex;
+use tycho_network::PeerId;
+use tycho_types::models::BlockId;
+
+use super::broadcast_timeout::BroadcastTimeout;
+use super::download::{download_chunks, ChunkedDownload, VerifyingSink};
+use super::error::ClientError;
+use super::history::RequestHistory;
+use super::neighbour::{Neighbour, Punishment};
+use super::neighbours::NeighbourType;
+use super::overlay_client::{PublicOverlayClient, QueryResponse};
+use crate::config::BlockchainRpcClientConfig;
+use crate::proto::{self, rpc};
+use crate::providers::{capped_chunk_size, validate_split_parts, StateKind};
+
+/// Neighbours asked at once by the archive and state searches.
+const SEARCH_PEERS: usize = 10;
+/// The default frame limit (`network.max_frame_size`).
+const DEFAULT_MAX_FRAME_SIZE: u64 = 8 << 20;
+
+/// How sure the caller is that a neighbour has the data (§7.4); applied to `notFound`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataRequirement {
+    /// The peer may well lack it: no score change.
+    Optional,
+    /// The peer should have it: −8.
+    Expected,
+    /// The peer must have it: punished as malicious.
+    Required,
+}
+
+/// A downloaded block: the decompressed BOC, the proof and the queue diff as received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockDataFull {
+    /// The block id the neighbour named.
+    pub block_id: BlockId,
+    /// The block BOC, decompressed.
+    pub block: Bytes,
+    /// The raw proof.
+    pub proof: Bytes,
+    /// The raw queue diff.
+    pub queue_diff: Bytes,
+}
+
+/// The result of a full-block download: the block, or `None` when the neighbour did not have it.
+#[derive(Debug, Clone)]
+pub struct BlockDataFullWithNeighbour {
+    /// The block.
+    pub data: Option<BlockDataFull>,
+    /// The neighbour that answered last.
+    pub neighbour: Arc<Neighbour>,
+}
+
+/// An archive found by [`BlockchainRpcClient::find_archive`].
+#[derive(Debug, Clone)]
+pub struct PendingArchive {
+    /// Archive id.
+    pub id: u64,
+    /// Compressed size.
+    pub size: u64,
+    /// Chunk size.
+    pub chunk_size: u64,
+    /// The neighbour that has it.
+    pub neighbour: Arc<Neighbour>,
+}
+
+/// What an archive search found.
+#[derive(Debug, Clone)]
+pub enum ArchiveSearch {
+    /// A neighbour has the archive.
+    Found(PendingArchive),
+    /// The archive does not exist yet.
+    TooNew,
+}
+
+/// A part of a split persistent state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingStatePart {
+    /// Shard prefix.
+    pub prefix: u64,
+    /// Compressed size.
+    pub size: u64,
+}
+
+/// A persistent state found by [`BlockchainRpcClient::find_persistent_state`].
+#[derive(Debug, Clone)]
+pub struct PendingPersistentState {
+    /// The block of the state.
+    pub block_id: BlockId,
+    /// Shard or queue state.
+    pub kind: StateKind,
+    /// Compressed size (of the root for a split state).
+    pub size: u64,
+    /// Chunk size.
+    pub chunk_size: u64,
+    /// 0 for an unsplit state.
+    pub split_depth: u32,
+    /// Parts sorted by prefix.
+    pub parts: Vec<PendingStatePart>,
+    /// The neighbour that has it.
+    pub neighbour: Arc<Neighbour>,
+}
+
+/// Receives the external messages this node sends, before they go out (§5.5): the body only.
+#[async_trait]
+pub trait OwnMessageListener: Send + Sync + 'static {
+    /// Called once per sent message.
+    async fn handle_message(&self, message: Bytes);
+}
+
+#[async_trait]
+impl<T: OwnMessageListener + ?Sized> OwnMessageListener for Arc<T> {
+    async fn handle_message(&self, message: Bytes) {
+        (**self).handle_message(message).await
+    }
+}
+
+#[async_trait]
+impl OwnMessageListener for Box<dyn OwnMessageListener> {
+    async fn handle_message(&self, message: Bytes) {
+        (**self).handle_message(message).await
+    }
+}
+
+macro_rules! impl_own_listener_tuple {
+    ($($name:ident),+) => {
+        #[async_trait]
+        impl<$($name: OwnMessageListener),+> OwnMessageListener for ($($name,)+) {
+            #[allow(non_snake_case)]
+            async fn handle_message(&self, message: Bytes) {
+                let ($($name,)+) = self;
+                futures_util::join!($($name.handle_message(message.clone())),+);
+            }
+        }
+    };
+}
+
+impl_own_listener_tuple!(A, B);
+impl_own_listener_tuple!(A, B, C);
+impl_own_listener_tuple!(A, B, C, D);
+impl_own_listener_tuple!(A, B, C, D, E);
+
+struct Histories {
+    get_block_full: Arc<RequestHistory>,
+    get_next_block_full: Arc<RequestHistory>,
+    get_key_block_proof: Arc<RequestHistory>,
+    get_zerostate_proof: Arc<RequestHistory>,
+    get_persistent_state_info: Arc<RequestHistory>,
+    get_archive_info: Arc<RequestHistory>,
+}
+
+struct Inner {
+    overlay: PublicOverlayClient,
+    config: BlockchainRpcClientConfig,
+    histories: Histories,
+    own_listener: Option<Box<dyn OwnMessageListener>>,
+    broadcast_timeout: Mutex<BroadcastTimeout>,
+    clock: Instant,
+    max_frame_size: u64,
+}
+
+/// The blockchain RPC client. Cheap to clone.
+#[derive(Clone)]
+pub struct BlockchainRpcClient {
+    inner: Arc<Inner>,
+}
+
+/// Builds a [`BlockchainRpcClient`].
+#[derive(Default)]
+pub struct BlockchainRpcClientBuilder {
+    overlay: Option<PublicOverlayClient>,
+    config: BlockchainRpcClientConfig,
+    own_listener: Option<Box<dyn OwnMessageListener>>,
+    max_frame_size: Option<u64>,
+}
+
+impl BlockchainRpcClientBuilder {
+    /// The overlay client (required).
+    pub fn with_overlay_client(mut self, overlay: PublicOverlayClient) -> Self {
+        self.overlay = Some(overlay);
+        self
+    }
+
+    /// `blockchain_rpc_client`.
+    pub fn with_config(mut self, config: BlockchainRpcClientConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The own-message listener.
+    pub fn with_own_message_listener(mut self, listener: impl OwnMessageListener) -> Self {
+        self.own_listener = Some(Box::new(listener));
+        self
+    }
+
+    /// The network's frame limit (`network.max_frame_size`, default 8 MiB): announced chunks above
+    /// `limit − 1 KiB` cannot be received and are refused.
+    pub fn with_max_frame_size(mut self, limit: u64) -> Self {
+        self.max_frame_size = Some(limit);
+        self
+    }
+
+    /// The client; `None` without an overlay client.
+    pub fn build(self) -> Option<BlockchainRpcClient> {
+        let overlay = self.overlay?;
+        let sizes = &self.config.request_history_size;
+        let history = |size: Option<usize>| Arc::new(RequestHistory::new(size));
+        let histories = Histories {
+            get_block_full: history(sizes.get_block_full),
+            get_next_block_full: history(sizes.get_next_block_full),
+            get_key_block_proof: history(sizes.get_key_block_proof),
+            get_zerostate_proof: history(sizes.get_zerostate_proof),
+            get_persistent_state_info: history(sizes.get_persistent_state_info),
+            get_archive_info: history(sizes.get_archive_info),
+        };
+        let timeout = BroadcastTimeout::new(
+            self.config.min_broadcast_timeout,
+            overlay.config().validators.send_timeout,
+        );
+        Some(BlockchainRpcClient {
+            inner: Arc::new(Inner {
+                overlay,
+                config: self.config,
+                histories,
+                own_listener: self.own_listener,
+                broadcast_timeout: Mutex::new(timeout),
+                clock: Instant::now(),
+                max_frame_size: self.max_frame_size.unwrap_or(DEFAULT_MAX_FRAME_SIZE),
+            }),
+        })
+    }
+}
+
+impl BlockchainRpcClient {
+    /// A builder.
+    pub fn builder() -> BlockchainRpcClientBuilder {
+        BlockchainRpcClientBuilder::default()
+    }
+
+    /// The overlay client.
+    pub fn overlay_client(&self) -> &PublicOverlayClient {
+        &self.inner.overlay
+    }
+
+    fn chunk_cap(&self) -> u64 {
+        capped_chunk_size(u64::MAX, self.inner.max_frame_size)
+    }
+
+    async fn simple<R, T>(
+        &self,
+        history: Option<&Arc<RequestHistory>>,
+        request: R,
+    ) -> Result<QueryResponse<T>, ClientError>
+    where
+        R: tl_proto::TlWrite<Repr = tl_proto::Boxed>,
+        for<'a> T: tl_proto::TlRead<'a, Repr = tl_proto::Boxed>,
+    {
+        let neighbour = self
+            .inner
+            .overlay
+            .neighbours()
+            .choose(history.map(|h| &**h))
+            .ok_or(ClientError::NoNeighbours)?;
+        self.inner
+            .overlay
+            .query(&neighbour, history.cloned(), request)
+            .await
+    }
+
+    /// `getNextKeyBlockIds` (no history).
+    pub async fn get_next_key_block_ids(
+        &self,
+        block: &BlockId,
+        max_size: u32,
+    ) -> Result<QueryResponse<proto::KeyBlockIds>, ClientError> {
+        self.simple(
+            None,
+            rpc::GetNextKeyBlockIds {
+                block_id: *block,
+                max_size,
+            },
+        )
+        .await
+    }
+
+    /// `getKeyBlockProof`.
+    pub async fn get_key_block_proof(
+        &self,
+        block: &BlockId,
+    ) -> Result<QueryResponse<proto::KeyBlockProof>, ClientError> {
+        self.simple(
+            Some(&self.inner.histories.get_key_block_proof),
+            rpc::GetKeyBlockProof { block_id: *block },
+        )
+        .await
+    }
+
+    /// `getZerostateProof`.
+    pub async fn get_zerostate_proof(
+        &self,
+    ) -> Result<QueryResponse<proto::ZerostateProof>, ClientError> {
+        self.simple(
+            Some(&self.inner.histories.get_zerostate_proof),
+            rpc::GetZerostateProof,
+        )
+        .await
+    }
+
+    /// `getPersistentShardStateInfo`.
+    pub async fn get_persistent_state_info(
+        &self,
+        block: &BlockId,
+    ) -> Result<QueryResponse<proto::PersistentStateInfo>, ClientError> {
+        self.simple(
+            Some(&self.inner.histories.get_persistent_state_info),
+            rpc::GetPersistentShardStateInfo { block_id: *block },
+        )
+        .await
+    }
+
+    /// Downloads a block by id (§7.3).
+    pub async fn get_block_full(
+        &self,
+        block: &BlockId,
+        requirement: DataRequirement,
+    ) -> Result<BlockDataFullWithNeighbour, ClientError> {
+        let body = Bytes::from(tl_proto::serialize(rpc::GetBlockFull { block_id: *block }));
+        self.block_full(
+            body,
+            Some(*block),
+            requirement,
+            &self.inner.histories.get_block_full,
+        )
+        .await
+    }
+
+    /// Downloads the block after `prev` (§7.3).
+    pub async fn get_next_block_full(
+        &self,
+        prev: &BlockId,
+        requirement: DataRequirement,
+    ) -> Result<BlockDataFullWithNeighbour, ClientError> {
+        let body = Bytes::from(tl_proto::serialize(rpc::GetNextBlockFull {
+            prev_block_id: *prev,
+        }));
+        self.block_full(
+            body,
+            None,
+            requirement,
+            &self.inner.histories.get_next_block_full,
+        )
+        .await
+    }
+
+    async fn block_full(
+        &self,
+        body: Bytes,
+        expected: Option<BlockId>,
+        requirement: DataRequirement,
+        history: &Arc<RequestHistory>,
+    ) -> Result<BlockDataFullWithNeighbour, ClientError> {
+        let overlay = &self.inner.overlay;
+        let mut tried: Vec<PeerId> = Vec::new();
+        let mut last_error = None;
+        for _ in 0..self.inner.config.max_block_download_peers.max(1) {
+            let Some(neighbour) = overlay.neighbours().choose_excluding(Some(history), &tried)
+            else {
+                break;
+            };
+            tried.push(*neighbour.peer_id());
+            let (answer, rtt) = match overlay.query_raw(&neighbour, body.clone()).await {
+                Ok(answer) => answer,
+                Err(e) => {
+                    last_error = Some(e);
+                    continue;
+                }
+            };
+            let handle = super::overlay_client::QueryHandle::new(
+                neighbour.clone(),
+                rtt,
+                Some(history.clone()),
+            );
+            let found =
+                match tl_proto::deserialize::<proto::OverlayResponse<proto::BlockFull>>(&answer) {
+                    Ok(proto::OverlayResponse::Ok(found)) => found,
+                    Ok(proto::OverlayResponse::Err(code)) => {
+                        handle.reject();
+                        last_error = Some(ClientError::RequestFailed(code));
+                        continue;
+                    }
+                    Err(e) => {
+                        handle.reject();
+                        last_error = Some(ClientError::InvalidResponse(format!("blockFull: {e}")));
+                        continue;
+                    }
+                };
+            let proto::BlockFull::Found {
+                block_id,
+                block,
+                proof,
+                queue_diff,
+            } = found
+            else {
+                match requirement {
+                    DataRequirement::Optional => handle.ignore(),
+                    DataRequirement::Expected => handle.reject(),
+                    DataRequirement::Required => handle.punish(Punishment::Malicious),
+                }
+                return Ok(BlockDataFullWithNeighbour {
+                    data: None,
+                    neighbour,
+                });
+            };
+            let handle = handle.mark_useful();
+            if expected.is_some_and(|e| e != block_id) {
+                handle.reject();
+                last_error = Some(ClientError::InvalidResponse(format!(
+                    "asked for {}, got {block_id}",
+                    expected.map(|e| e.to_string()).unwrap_or_default()
+                )));
+                continue;
+            }
+            let (size, chunk_size) = (u64::from(block.size), u64::from(block.chunk_size));
+            let first = block.data.len() as u64;
+            if first > chunk_size || first > size || first != size.min(chunk_size) {
+                handle.reject();
+                last_error = Some(ClientError::InvalidResponse(format!(
+                    "first chunk of {first} bytes for size {size} and chunk size {chunk_size}"
+                )));
+                continue;
+            }
+            let download = ChunkedDownload {
+                size,
+                chunk_size,
+                first_chunk: Some((block.data, handle)),
+                // Block sizes are u32 on the wire, so every chunk offset fits.
+                request: |offset: u64| {
+                    Bytes::from(tl_proto::serialize(rpc::GetBlockDataChunk {
+                        block_id,
+                        offset: offset as u32,
+                    }))
+                },
+                retries: self.inner.config.download_retries,
+            };
+            match download_chunks(
+                overlay,
+                &neighbour,
+                download,
+                Vec::with_capacity((size as usize).saturating_mul(2).min(16 << 20)),
+                |_| {},
+            )
+            .await
+            {
+                Ok(decompressed) => {
+                    return Ok(BlockDataFullWithNeighbour {
+                        data: Some(BlockDataFull {
+                            block_id,
+                            block: Bytes::from(decompressed),
+                            proof,
+                            queue_diff,
+                        }),
+                        neighbour,
+                    });
+                }
+                // The failed chunk carries the penalty (the initial answer's when the first chunk failed).
+                Err(e) => last_error = Some(e),
+            }
+        }
+        Err(last_error.unwrap_or(ClientError::NoNeighbours))
+    }
+
+    /// Searches the archive holding `mc_seqno` among up to 10 reliable neighbours (§7.6).
+    pub async fn find_archive(&self, mc_seqno: u32) -> Result<ArchiveSearch, ClientError> {
+        let history = &self.inner.histories.get_archive_info;
+        let peers = self.inner.overlay.neighbours().choose_multiple(
+            SEARCH_PEERS,
+            NeighbourType::Reliable,
+            Some(history),
+        );
+        if peers.is_empty() {
+            return Err(ClientError::NoNeighbours);
+        }
+        let asked = peers.len();
+        let mut queries: FuturesUnordered<_> = peers
+            .into_iter()
+            .map(|n| {
+                let overlay = self.inner.overlay.clone();
+                let history = history.clone();
+                async move {
+                    let answer = overlay
+                        .query::<_, proto::ArchiveInfo>(
+                            &n,
+                            Some(history),
+                            rpc::GetArchiveInfo { mc_seqno },
+                        )
+                        .await;
+                    (n, answer)
+                }
+            })
+            .collect();
+        let cap = self.chunk_cap();
+        let (mut too_new, mut last_error) = (0usize, None);
+        while let Some((neighbour, answer)) = queries.next().await {
+            match answer {
+                Ok(QueryResponse { data, handle }) => match data {
+                    proto::ArchiveInfo::Found {
+                        id,
+                        size,
+                        chunk_size,
+                    } => {
+                        if u64::from(chunk_size) > cap {
+                            handle.reject();
+                            continue;
+                        }
+                        handle.accept();
+                        return Ok(ArchiveSearch::Found(PendingArchive {
+                            id,
+                            size,
+                            chunk_size: chunk_size.into(),
+                            neighbour,
+                        }));
+                    }
+                    proto::ArchiveInfo::TooNew => {
+                        too_new += 1;
+                        handle.ignore();
+                    }
+                    proto::ArchiveInfo::NotFound => handle.ignore(),
+                },
+                Err(e) => last_error = Some(e),
+            }
+        }
+        let quorum = (self.inner.config.too_new_archive_threshold.max(1)).min(asked);
+        if too_new >= quorum {
+            return Ok(ArchiveSearch::TooNew);
+        }
+        Err(last_error.unwrap_or(ClientError::NotFound))
+    }
+
+    /// Downloads a found archive into `sink` (the decompressed archive), verifying it as it streams (§7.6).
+    pub async fn download_archive<W: Write + Send + 'static>(
+        &self,
+        archive: &PendingArchive,
+        sink: W,
+        on_progress: impl Fn(u64) + Send + Sync + 'static,
+    ) -> Result<W, ClientError> {
+        let archive_id = archive.id;
+        let download = ChunkedDownload {
+            size: archive.size,
+            chunk_size: archive.chunk_size,
+            first_chunk: None,
+            request: |offset| {
+                Bytes::from(tl_proto::serialize(rpc::GetArchiveChunk {
+                    archive_id,
+                    offset,
+                }))
+            },
+            retries: self.inner.config.download_retries,
+        };
+        let sink = download_chunks(
+            &self.inner.overlay,
+            &archive.neighbour,
+            download,
+            VerifyingSink::new(sink),
+            on_progress,
+        )
+        .await?;
+        let mut sink = sink.finish()?;
+        sink.flush()
+            .map_err(|e| ClientError::Internal(format!("flushing the archive sink: {e}")))?;
+        Ok(sink)
+    }
+
+    /// Searches a persistent state among up to 10 reliable neighbours (§7.7).
+    pub async fn find_persistent_state(
+        &self,
+        block: &BlockId,
+        kind: StateKind,
+    ) -> Result<PendingPersistentState, ClientError> {
+        let history = &self.inner.histories.get_persistent_state_info;
+        let peers = self.inner.overlay.neighbours().choose_multiple(
+            SEARCH_PEERS,
+            NeighbourType::Reliable,
+            Some(history),
+        );
+        if peers.is_empty() {
+            return Err(ClientError::NoNeighbours);
+        }
+        let block_id = *block;
+        let mut queries: FuturesUnordered<_> = peers
+            .into_iter()
+            .map(|n| {
+                let overlay = self.inner.overlay.clone();
+                let history = history.clone();
+                async move {
+                    let answer = match kind {
+                        StateKind::Shard => {
+                            overlay
+                                .query::<_, proto::PersistentStateInfo>(
+                                    &n,
+                                    Some(history),
+                                    rpc::GetPersistentShardStateInfo { block_id },
+                                )
+                                .await
+                        }
+                        StateKind::Queue => {
+                            overlay
+                                .query::<_, proto::PersistentStateInfo>(
+                                    &n,
+                                    Some(history),
+                                    rpc::GetPersistentQueueStateInfo { block_id },
+                                )
+                                .await
+                        }
+                    };
+                    (n, answer)
+                }
+            })
+            .collect();
+        let cap = self.chunk_cap();
+        let mut last_error = None;
+        while let Some((neighbour, answer)) = queries.next().await {
+            let QueryResponse { data, handle } = match answer {
+                Ok(r) => r,
+                Err(e) => {
+                    last_error = Some(e);
+                    continue;
+                }
+            };
+            let (size, chunk_size, split_depth, parts) = match data {
+                proto::PersistentStateInfo::Found { size, chunk_size } => {
+                    (size, chunk_size, 0, Vec::new())
+                }
+                proto::PersistentStateInfo::FoundWithParts {
+                    size,
+                    chunk_size,
+                    split_depth,
+                    parts,
+                } => {
+                    let mut prefixes: Vec<u64> = parts.iter().map(|p| p.prefix).collect();
+                    let valid = u8::try_from(split_depth)
+                        .map_err(|_| format!("split depth {split_depth}"))
+                        .and_then(|d| validate_split_parts(block, kind, d, &prefixes));
+                    if let Err(reason) = valid {
+                        handle.reject();
+                        last_error = Some(ClientError::InvalidResponse(format!(
+                            "split state of {block}: {reason}"
+                        )));
+                        continue;
+                    }
+                    prefixes.sort_unstable();
+                    let mut parts: Vec<PendingStatePart> = parts
+                        .iter()
+                        .map(|p| PendingStatePart {
+                            prefix: p.prefix,
+                            size: p.size,
+                        })
+                        .collect();
+                    parts.sort_by_key(|p| p.prefix);
+                    (size, chunk_size, split_depth, parts)
+                }
+                proto::PersistentStateInfo::NotFound => {
+                    handle.ignore();
+                    continue;
+                }
+            };
+            if u64::from(chunk_size) > cap {
+                handle.reject();
+                continue;
+            }
+            handle.accept();
+            return Ok(PendingPersistentState {
+                block_id,
+                kind,
+                size,
+                chunk_size: chunk_size.into(),
+                split_depth,
+                parts,
+                neighbour,
+            });
+        }
+        Err(last_error.unwrap_or(ClientError::NotFound))
+    }
+
+    /// Downloads one object of a found state into `sink` (decompressed): the queue state, a part by prefix,
+    /// the root of a split state, or an unsplit state. Only sizes and the zstd stream are checked.
+    pub async fn download_persistent_state<W: Write + Send + 'static>(
+        &self,
+        state: &PendingPersistentState,
+        part: Option<u64>,
+        sink: W,
+        on_progress: impl Fn(u64) + Send + Sync + 'static,
+    ) -> Result<W, ClientError> {
+        let block_id = state.block_id;
+        let size = match part {
+            Some(prefix) => {
+                state
+                    .parts
+                    .iter()
+                    .find(|p| p.prefix == prefix)
+                    .ok_or(ClientError::NotFound)?
+                    .size
+            }
+            None => state.size,
+        };
+        let (kind, split) = (state.kind, state.split_depth > 0);
+        let request = move |offset| -> Bytes {
+            Bytes::from(match (kind, part) {
+                (StateKind::Queue, _) => {
+                    tl_proto::serialize(rpc::GetPersistentQueueStateChunk { block_id, offset })
+                }
+                (StateKind::Shard, Some(prefix)) => {
+                    tl_proto::serialize(rpc::GetPersistentShardStatePartChunk {
+                        block_id,
+                        prefix,
+                        offset,
+                    })
+                }
+                (StateKind::Shard, None) if split => {
+                    tl_proto::serialize(rpc::GetPersistentShardStateRootChunk { block_id, offset })
+                }
+                (StateKind::Shard, None) => {
+                    tl_proto::serialize(rpc::GetPersistentShardStateChunk { block_id, offset })
+                }
+            })
+        };
+        let download = ChunkedDownload {
+            size,
+            chunk_size: state.chunk_size,
+            first_chunk: None,
+            request,
+            retries: self.inner.config.download_retries,
+        };
+        let mut sink = download_chunks(
+            &self.inner.overlay,
+            &state.neighbour,
+            download,
+            sink,
+            on_progress,
+        )
+        .await?;
+        sink.flush()
+            .map_err(|e| ClientError::Internal(format!("flushing the state sink: {e}")))?;
+        Ok(sink)
+    }
+
+    /// Downloads the root and then every part in prefix order into `sink`.
+    pub async fn download_persistent_state_all<W: Write + Send + 'static>(
+        &self,
+        state: &PendingPersistentState,
+        mut sink: W,
+    ) -> Result<W, ClientError> {
+        sink = self
+            .download_persistent_state(state, None, sink, |_| {})
+            .await?;
+        for part in &state.parts {
+            sink = self
+                .download_persistent_state(state, Some(part.prefix), sink, |_| {})
+                .await?;
+        }
+        Ok(sink)
+    }
+
+    /// The current broadcast timeout (§5.2).
+    pub fn broadcast_timeout(&self) -> Duration {
+        let now = self.inner.clock.elapsed().as_millis() as u64;
+        self.inner.broadcast_timeout.lock().timeout(now)
+    }
+
+    /// Sends an external message to the validator broadcast targets (§5.1); returns how many got it.
+    pub async fn broadcast_external_message(&self, message: &[u8]) -> usize {
+        if let Some(own) = &self.inner.own_listener {
+            own.handle_message(Bytes::copy_from_slice(message)).await;
+        }
+        let overlay = &self.inner.overlay;
+        let targets = overlay.broadcast_targets();
+        if targets.is_empty() {
+            return 0;
+        }
+        let body = proto::broadcast_body(message);
+        let timeout = self.broadcast_timeout();
+        let mut sends: FuturesUnordered<_> = targets
+            .iter()
+            .map(|peer| {
+                let body = body.clone();
+                async move {
+                    let started = Instant::now();
+                    let ok = overlay.send_to_validator(peer, body).await.is_ok();
+                    (ok, started.elapsed())
+                }
+            })
+            .collect();
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let (mut delivered, mut durations) = (0usize, Vec::new());
+        loop {
+            tokio::select! {
+                next = sends.next() => match next {
+                    Some((ok, elapsed)) => {
+                        delivered += usize::from(ok);
+                        durations.push(elapsed);
+                    }
+                    None => break,
+                },
+                _ = &mut deadline => {
+                    // Aborted sends count as the whole timeout (§5.1 deviation).
+                    durations.extend(std::iter::repeat_n(timeout, sends.len()));
+                    break;
+                }
+            }
+        }
+        let now = self.inner.clock.elapsed().as_millis() as u64;
+        let mut tracker = self.inner.broadcast_timeout.lock();
+        for d in durations {
+            tracker.record(now, d);
+        }
+        delivered
+    }
+}

@@ -1,0 +1,274 @@
+//! Chunked downloads shared by blocks, archives and persistent states (rpc.md §7.3 step 5, §7.5, §7.6): chunks
+//! fetched from one neighbour with at most 10 in flight, each with the shared retry, handed in offset order
+//! through a bounded channel to a blocking thread that checks the sizes and stream-decompresses into a sink.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt};
+
+use super::error::ClientError;
+use super::neighbour::Neighbour;
+use super::overlay_client::{PublicOverlayClient, QueryHandle, QueryResponse};
+use crate::proto;
+
+/// Chunks in flight, and the capacity of the channel to the decompressing thread.
+pub const MAX_IN_FLIGHT: usize = 10;
+/// Pause between two attempts of one chunk.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Queries one chunk from `neighbour` with no request history, retrying after errors (§7.5): it gives up after
+/// `max_attempts` attempts, or at once when the neighbour is no longer reliable.
+pub async fn download_with_retries(
+    client: &PublicOverlayClient,
+    neighbour: &Arc<Neighbour>,
+    body: Bytes,
+    max_attempts: usize,
+) -> Result<QueryResponse<proto::Data>, ClientError> {
+    let mut retries = 0;
+    loop {
+        match client
+            .query_raw(neighbour, body.clone())
+            .await
+            .and_then(|(answer, rtt)| decode_data(neighbour, answer, rtt))
+        {
+            Ok(response) => return Ok(response),
+            Err(e) => {
+                retries += 1;
+                if retries >= max_attempts.max(1) || !neighbour.is_reliable() {
+                    return Err(e);
+                }
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+}
+
+fn decode_data(
+    neighbour: &Arc<Neighbour>,
+    answer: Bytes,
+    rtt: Duration,
+) -> Result<QueryResponse<proto::Data>, ClientError> {
+    let handle = QueryHandle::new(neighbour.clone(), rtt, None);
+    match tl_proto::deserialize::<proto::OverlayResponse<proto::Data>>(&answer) {
+        Ok(proto::OverlayResponse::Ok(data)) => Ok(QueryResponse { data, handle }),
+        Ok(proto::OverlayResponse::Err(code)) => {
+            handle.reject();
+            Err(ClientError::RequestFailed(code))
+        }
+        Err(e) => {
+            handle.reject();
+            Err(ClientError::InvalidResponse(format!("a chunk: {e}")))
+        }
+    }
+}
+
+/// What one chunked download is.
+pub struct ChunkedDownload<F> {
+    /// Compressed size.
+    pub size: u64,
+    /// Chunk size announced by the neighbour.
+    pub chunk_size: u64,
+    /// The first chunk when it came with the answer (blocks), with that answer's handle: rejected when the
+    /// first chunk fails, accepted when the whole download succeeds, dropped unscored otherwise.
+    pub first_chunk: Option<(Bytes, QueryHandle)>,
+    /// The request body of the chunk at an offset.
+    pub request: F,
+    /// Attempts per chunk.
+    pub retries: usize,
+}
+
+/// Downloads `size` compressed bytes in chunks from `neighbour`, decompressing them into `sink` on a blocking
+/// thread. Checks per chunk `len ≤ chunk_size` and `downloaded ≤ size`, and at the end `downloaded == size`.
+/// A chunk that fails a check is rejected (−8), a good one accepted (+8).
+pub async fn download_chunks<W, F>(
+    client: &PublicOverlayClient,
+    neighbour: &Arc<Neighbour>,
+    download: ChunkedDownload<F>,
+    sink: W,
+    on_progress: impl Fn(u64) + Send + Sync + 'static,
+) -> Result<W, ClientError>
+where
+    W: Write + Send + 'static,
+    F: Fn(u64) -> Bytes,
+{
+    let ChunkedDownload {
+        size,
+        chunk_size,
+        first_chunk,
+        request,
+        retries,
+    } = download;
+    if chunk_size == 0 {
+        return Err(ClientError::InvalidResponse("chunk size 0".into()));
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, Bytes, Option<Handle>)>(MAX_IN_FLIGHT);
+    let decoder = tokio::task::spawn_blocking(move || -> Result<W, ClientError> {
+        let mut decoder = zstd::stream::write::Decoder::new(sink)
+            .map_err(|e| ClientError::Internal(format!("zstd decoder: {e}")))?;
+        let mut downloaded = 0u64;
+        let mut initial = None;
+        while let Some((offset, chunk, handle)) = rx.blocking_recv() {
+            let fail = |handle: Option<Handle>, reason: String| {
+                match handle {
+                    Some(Handle::Chunk(h)) | Some(Handle::Initial(h)) => h.reject(),
+                    None => {}
+                }
+                Err(ClientError::InvalidResponse(reason))
+            };
+            if chunk.len() as u64 > chunk_size {
+                return fail(
+                    handle,
+                    format!(
+                        "a chunk of {} bytes exceeds the chunk size {chunk_size}",
+                        chunk.len()
+                    ),
+                );
+            }
+            downloaded += chunk.len() as u64;
+            if downloaded > size {
+                return fail(handle, format!("{downloaded} bytes exceed the size {size}"));
+            }
+            // Offsets are fixed multiples of the chunk size: a chunk shorter than its slot loses data.
+            let expected = chunk_size.min(size.saturating_sub(offset));
+            if chunk.len() as u64 != expected {
+                return fail(
+                    handle,
+                    format!(
+                        "the chunk at {offset} has {} bytes, not {expected}",
+                        chunk.len()
+                    ),
+                );
+            }
+            if let Err(e) = decoder.write_all(&chunk) {
+                return fail(handle, format!("invalid zstd stream or sink: {e}"));
+            }
+            match handle {
+                Some(Handle::Chunk(h)) => h.accept(),
+                Some(Handle::Initial(h)) => initial = Some(h),
+                None => {}
+            }
+            on_progress(downloaded);
+        }
+        if let Some(h) = initial.take() {
+            if downloaded == size {
+                h.accept();
+            }
+        }
+        if downloaded != size {
+            return Err(ClientError::InvalidResponse(format!(
+                "downloaded {downloaded} of {size} bytes"
+            )));
+        }
+        decoder.flush().map_err(|e| {
+            ClientError::InvalidResponse(format!("invalid zstd stream or sink: {e}"))
+        })?;
+        Ok(decoder.into_inner())
+    });
+
+    let start = if let Some((first, handle)) = first_chunk {
+        if tx
+            .send((0, first, Some(Handle::Initial(handle))))
+            .await
+            .is_err()
+        {
+            return finish(decoder).await;
+        }
+        chunk_size
+    } else {
+        0
+    };
+    let offsets = (0..)
+        .map(move |k| start + k * chunk_size)
+        .take_while(move |o| *o < size);
+    let mut chunks = stream::iter(offsets)
+        .map(|offset| {
+            let query = download_with_retries(client, neighbour, request(offset), retries);
+            async move { (offset, query.await) }
+        })
+        .buffered(MAX_IN_FLIGHT);
+    let mut error = None;
+    while let Some((offset, result)) = chunks.next().await {
+        match result {
+            Ok(response) => {
+                let item = (
+                    offset,
+                    response.data.data,
+                    Some(Handle::Chunk(response.handle)),
+                );
+                if tx.send(item).await.is_err() {
+                    break;
+                }
+            }
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+    }
+    drop(chunks);
+    drop(tx);
+    let result = finish(decoder).await;
+    match (error, result) {
+        // The decoder's error is about content; it wins over a later transport failure.
+        (_, Err(e)) => Err(e),
+        (Some(e), Ok(_)) => Err(e),
+        (None, Ok(sink)) => Ok(sink),
+    }
+}
+
+/// The handle that came with a chunk.
+enum Handle {
+    /// The answer that carried the first chunk.
+    Initial(QueryHandle),
+    /// A chunk query.
+    Chunk(QueryHandle),
+}
+
+async fn finish<W>(
+    decoder: tokio::task::JoinHandle<Result<W, ClientError>>,
+) -> Result<W, ClientError> {
+    decoder
+        .await
+        .map_err(|e| ClientError::Internal(format!("the decompressing thread failed: {e}")))?
+}
+
+/// A sink that runs the archive verifier over the decompressed stream before passing it on.
+pub struct VerifyingSink<W> {
+    verifier: regolith_formats::archive::ArchiveVerifier,
+    inner: W,
+}
+
+impl<W: Write> VerifyingSink<W> {
+    /// Verifies what is written into `inner`.
+    pub fn new(inner: W) -> Self {
+        Self {
+            verifier: regolith_formats::archive::ArchiveVerifier::new(),
+            inner,
+        }
+    }
+
+    /// The stream ended: it must end at an entry boundary. Returns the sink.
+    pub fn finish(self) -> Result<W, ClientError> {
+        self.verifier
+            .finish()
+            .map_err(|e| ClientError::InvalidResponse(format!("archive: {e}")))?;
+        Ok(self.inner)
+    }
+}
+
+impl<W: Write> Write for VerifyingSink<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.verifier
+            .write(buf)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
+        self.inner.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}

@@ -1,0 +1,331 @@
+//! The neighbour set and its selection index (rpc.md §8.1–§8.3): which neighbours are kept, how the update
+//! and apply ticks change the set, and how `choose` / `choose_multiple` draw from it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use rand::seq::SliceRandom;
+use rand::Rng;
+use tycho_network::PeerId;
+
+use super::history::RequestHistory;
+use super::neighbour::{Neighbour, RELIABLE_SCORE};
+
+/// Whether `choose_multiple` keeps only reliable neighbours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NeighbourType {
+    /// Score ≥ 16.
+    Reliable,
+    /// Any indexed neighbour.
+    All,
+}
+
+/// A candidate from the overlay: a peer with a resolved address and the expiry of its entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate {
+    /// The peer.
+    pub peer_id: PeerId,
+    /// `entry.created_at + entry_ttl`.
+    pub expires_at: u32,
+}
+
+#[derive(Default)]
+struct Inner {
+    set: Vec<Arc<Neighbour>>,
+    /// Peers dropped as unreliable, with the time (Unix seconds).
+    dropped: std::collections::HashMap<PeerId, u32>,
+    /// Neighbours whose selection score is ≥ 16, with that score.
+    index: Vec<(Arc<Neighbour>, u8)>,
+}
+
+/// The neighbour set with its index.
+pub struct Neighbours {
+    keep: usize,
+    default_roundtrip: Duration,
+    /// A neighbour dropped as unreliable is not taken back for this long (the update interval).
+    readmit_after: u32,
+    inner: RwLock<Inner>,
+    changed: tokio::sync::Notify,
+}
+
+impl Neighbours {
+    /// An empty set keeping `keep` neighbours; one dropped as unreliable comes back no sooner than
+    /// `readmit_after`.
+    pub fn new(keep: usize, default_roundtrip: Duration, readmit_after: Duration) -> Self {
+        Self {
+            keep: keep.max(1),
+            default_roundtrip,
+            readmit_after: u32::try_from(readmit_after.as_secs()).unwrap_or(u32::MAX),
+            inner: RwLock::new(Inner::default()),
+            changed: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// The neighbours kept.
+    pub fn keep(&self) -> usize {
+        self.keep
+    }
+
+    /// A snapshot of the set.
+    pub fn get(&self) -> Vec<Arc<Neighbour>> {
+        self.inner.read().set.clone()
+    }
+
+    /// The neighbour of a peer, if in the set.
+    pub fn find(&self, peer: &PeerId) -> Option<Arc<Neighbour>> {
+        self.inner
+            .read()
+            .set
+            .iter()
+            .find(|n| n.peer_id() == peer)
+            .cloned()
+    }
+
+    /// Number of neighbours.
+    pub fn len(&self) -> usize {
+        self.inner.read().set.len()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Resolves once the set holds at least `n` neighbours.
+    pub async fn wait_for(&self, n: usize) {
+        loop {
+            let notified = self.changed.notified();
+            if self.len() >= n {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// The initial set: up to `keep` random candidates.
+    pub fn init(&self, mut candidates: Vec<Candidate>) {
+        candidates.shuffle(&mut rand::thread_rng());
+        let mut inner = self.inner.write();
+        inner.set = candidates
+            .into_iter()
+            .take(self.keep)
+            .map(|c| self.make(c))
+            .collect();
+        rebuild(&mut inner);
+        drop(inner);
+        self.changed.notify_waiters();
+    }
+
+    fn make(&self, c: Candidate) -> Arc<Neighbour> {
+        Arc::new(Neighbour::new(
+            c.peer_id,
+            c.expires_at,
+            self.default_roundtrip,
+        ))
+    }
+
+    /// One update tick (§8.1 item 2): `candidates` were drawn by the caller (`keep + (keep − active)` random
+    /// ones). Drops unreliable or expired neighbours, churns the lowest-scored one if the set is still full,
+    /// then appends new candidates up to `keep`.
+    pub fn update(&self, candidates: Vec<Candidate>, now: u32) {
+        let mut inner = self.inner.write();
+        let before: Vec<PeerId> = inner.set.iter().map(|n| *n.peer_id()).collect();
+        retain_usable(&mut inner, now);
+        let readmit_after = self.readmit_after;
+        inner
+            .dropped
+            .retain(|_, at| now < at.saturating_add(readmit_after));
+        if inner.set.len() >= self.keep {
+            if let Some((worst, _)) = inner.set.iter().enumerate().min_by_key(|(_, n)| n.score()) {
+                inner.set.remove(worst);
+            }
+        }
+        for c in candidates {
+            if inner.set.len() >= self.keep {
+                break;
+            }
+            if before.contains(&c.peer_id) || inner.dropped.contains_key(&c.peer_id) {
+                continue;
+            }
+            let n = self.make(c);
+            inner.set.push(n);
+        }
+        rebuild(&mut inner);
+        drop(inner);
+        self.changed.notify_waiters();
+    }
+
+    /// One apply tick (§8.1 item 3): drops unreliable or expired neighbours and rebuilds the index.
+    pub fn apply(&self, now: u32) {
+        let mut inner = self.inner.write();
+        retain_usable(&mut inner, now);
+        rebuild(&mut inner);
+        drop(inner);
+        self.changed.notify_waiters();
+    }
+
+    /// Draws one indexed neighbour with probability proportional to its effective weight.
+    pub fn choose(&self, history: Option<&RequestHistory>) -> Option<Arc<Neighbour>> {
+        self.choose_excluding(history, &[])
+    }
+
+    /// As [`Self::choose`], skipping `excluded` peers.
+    pub fn choose_excluding(
+        &self,
+        history: Option<&RequestHistory>,
+        excluded: &[PeerId],
+    ) -> Option<Arc<Neighbour>> {
+        let inner = self.inner.read();
+        let weighted: Vec<(&Arc<Neighbour>, u32)> = inner
+            .index
+            .iter()
+            .filter(|(n, _)| !excluded.contains(n.peer_id()))
+            .map(|(n, score)| (n, effective_weight(n, *score, history)))
+            .collect();
+        let total: u32 = weighted.iter().map(|(_, w)| *w).sum();
+        if total == 0 {
+            return None;
+        }
+        let mut pick = rand::thread_rng().gen_range(0..total);
+        for (n, w) in weighted {
+            if pick < w {
+                return Some(n.clone());
+            }
+            pick -= w;
+        }
+        None
+    }
+
+    /// Samples up to `n` indexed neighbours by weight without replacement (key `u^(1/w)`, top n), then keeps
+    /// only reliable ones when asked: it may return fewer than `n`.
+    pub fn choose_multiple(
+        &self,
+        n: usize,
+        kind: NeighbourType,
+        history: Option<&RequestHistory>,
+    ) -> Vec<Arc<Neighbour>> {
+        let inner = self.inner.read();
+        let mut rng = rand::thread_rng();
+        let mut keyed: Vec<(f64, &Arc<Neighbour>)> = inner
+            .index
+            .iter()
+            .map(|(nb, score)| {
+                let w = f64::from(effective_weight(nb, *score, history));
+                let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
+                (u.powf(1.0 / w), nb)
+            })
+            .collect();
+        keyed.sort_by(|a, b| b.0.total_cmp(&a.0));
+        keyed
+            .into_iter()
+            .take(n)
+            .map(|(_, nb)| nb.clone())
+            .filter(|nb| kind == NeighbourType::All || nb.is_reliable())
+            .collect()
+    }
+}
+
+/// Drops unreliable (remembered) and expired neighbours.
+fn retain_usable(inner: &mut Inner, now: u32) {
+    let Inner { set, dropped, .. } = inner;
+    set.retain(|n| {
+        if !n.is_reliable() {
+            dropped.insert(*n.peer_id(), now);
+            return false;
+        }
+        n.expires_at() > now
+    });
+}
+
+fn effective_weight(n: &Neighbour, selection_score: u8, history: Option<&RequestHistory>) -> u32 {
+    let fine = history.map_or(0, |h| h.fine(n.peer_id()));
+    u32::from(selection_score.saturating_sub(fine)).max(1)
+}
+
+fn rebuild(inner: &mut Inner) {
+    inner.index = inner
+        .set
+        .iter()
+        .filter_map(|n| {
+            let score = n.selection_score();
+            (score >= RELIABLE_SCORE).then(|| (n.clone(), score))
+        })
+        .collect();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::neighbour::{Outcome, Punishment};
+    use super::*;
+
+    fn candidate(i: u8) -> Candidate {
+        Candidate {
+            peer_id: PeerId([i; 32]),
+            expires_at: 1000,
+        }
+    }
+
+    #[test]
+    fn update_drops_bad_neighbours_churns_one_and_refills() {
+        let set = Neighbours::new(3, Duration::from_millis(300), Duration::ZERO);
+        set.init((1..=5).map(candidate).collect());
+        assert_eq!(set.len(), 3);
+        let first = set.get();
+        let peers =
+            |set: &Neighbours| -> Vec<PeerId> { set.get().iter().map(|n| *n.peer_id()).collect() };
+        // an unreliable neighbour leaves and is not taken back in the same tick
+        first[0].punish(Punishment::Malicious);
+        set.update((1..=9).map(candidate).collect(), 10);
+        let now = peers(&set);
+        assert_eq!(now.len(), 3);
+        assert!(!now.contains(first[0].peer_id()));
+        // a full set of reliable neighbours churns its lowest-scored one and refills with a new peer
+        let kept = set.get();
+        kept[0].track(Outcome::Accept, Duration::ZERO);
+        kept[1].track(Outcome::Accept, Duration::ZERO);
+        let worst = *kept[2].peer_id();
+        set.update((1..=9).map(candidate).collect(), 10);
+        let after = peers(&set);
+        assert_eq!(after.len(), 3);
+        assert!(!after.contains(&worst), "the lowest score was churned");
+        assert!(after.contains(kept[0].peer_id()) && after.contains(kept[1].peer_id()));
+        // unreliable neighbours leave at apply, expired ones too
+        set.get()[0].punish(Punishment::Malicious);
+        set.apply(10);
+        assert_eq!(set.len(), 2);
+        set.apply(1000);
+        assert!(set.is_empty());
+    }
+
+    #[test]
+    fn choose_follows_weights_and_history() {
+        let set = Neighbours::new(2, Duration::from_millis(300), Duration::ZERO);
+        set.init(vec![candidate(1), candidate(2)]);
+        let history = RequestHistory::new(Some(10));
+        let bad = PeerId([1; 32]);
+        for _ in 0..5 {
+            history.unhelpful(&bad); // fine 16: weight 64 − 16 = 48 vs 64
+        }
+        let mut counts = [0u32; 2];
+        for _ in 0..4000 {
+            let n = set.choose(Some(&history)).unwrap();
+            counts[usize::from(n.peer_id().0[0] - 1)] += 1;
+        }
+        assert!(counts[1] > counts[0], "{counts:?}");
+        let excluded = set.choose_excluding(None, &[PeerId([2; 32])]).unwrap();
+        assert_eq!(excluded.peer_id(), &bad);
+        assert!(set
+            .choose_excluding(None, &[PeerId([1; 32]), PeerId([2; 32])])
+            .is_none());
+
+        let all = set.choose_multiple(10, NeighbourType::Reliable, None);
+        assert_eq!(all.len(), 2);
+        set.get()[0].punish(Punishment::Malicious);
+        assert_eq!(
+            set.choose_multiple(10, NeighbourType::Reliable, None).len(),
+            1,
+            "unreliable neighbours are dropped from the sample"
+        );
+    }
+}

@@ -1,0 +1,486 @@
+//! The blockchain RPC client against real overlays on loopback (rpc.md §10 items 3, 12, 13, 14, 17): chunked
+//! block downloads, peer fallback, notFound scoring, the too-new quorum, and dishonest peers answering from a
+//! test service.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::net::{connect_all, fast_node, new_overlay};
+use common::*;
+use futures_util::future::{ready, BoxFuture, Ready};
+use regolith_rpc::client::{
+    ArchiveSearch, BlockchainRpcClient, ClientError, DataRequirement, PublicOverlayClient,
+};
+use regolith_rpc::config::PublicOverlayClientConfig;
+use regolith_rpc::network::{BlockchainNetwork, Silent};
+use regolith_rpc::proto::{self, OverlayResponse, RpcRequest};
+use regolith_rpc::ArchiveLookup;
+use tycho_network::{Response, Service, ServiceRequest};
+use tycho_types::models::BlockId;
+
+fn client_config() -> PublicOverlayClientConfig {
+    PublicOverlayClientConfig {
+        neighbors: regolith_rpc::config::NeighborsConfig {
+            update_interval: Duration::from_secs(30),
+            apply_score_interval: Duration::from_secs(1),
+            ping_interval: Duration::from_secs(3600),
+            query_timeout: Duration::from_secs(5),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+struct Client {
+    _node: BlockchainNetwork,
+    client: BlockchainRpcClient,
+}
+
+/// A client node joined to `servers`, with all of them as neighbours.
+async fn client_of(ip_last: u8, servers: &[&BlockchainNetwork]) -> Client {
+    let node = fast_node(ip_last, servers[0].overlay.overlay_id().0, Silent);
+    let mut all: Vec<&BlockchainNetwork> = servers.to_vec();
+    all.push(&node);
+    connect_all(&all).await;
+    let overlay =
+        PublicOverlayClient::new(node.network.clone(), node.overlay.clone(), client_config());
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        overlay.wait_for_peers(servers.len()),
+    )
+    .await
+    .expect("neighbours in 30 s");
+    let client = BlockchainRpcClient::builder()
+        .with_overlay_client(overlay)
+        .build()
+        .unwrap();
+    Client {
+        _node: node,
+        client,
+    }
+}
+
+fn score_of(client: &BlockchainRpcClient, server: &BlockchainNetwork) -> u8 {
+    client
+        .overlay_client()
+        .neighbours()
+        .find(&server.peer_id())
+        .map(|n| n.score())
+        .unwrap_or(0)
+}
+
+fn compressed(data: &[u8], level: i32) -> Bytes {
+    Bytes::from(zstd::encode_all(data, level).unwrap())
+}
+
+fn random(len: usize, seed: u64) -> Vec<u8> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..len).map(|_| rng.gen()).collect()
+}
+
+/// What a [`TestServer`] does wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    None,
+    /// getBlockFull names another block.
+    WrongBlockId,
+    /// Every chunk after the first is an error.
+    ChunkErrors,
+    /// A chunk one byte short.
+    TruncatedChunk,
+    /// A chunk longer than chunk_size.
+    LongChunk,
+    /// Bytes beyond `size` on the last chunk.
+    BeyondSize,
+    /// The blob is not a zstd stream.
+    InvalidZstd,
+    /// getBlockFull is never answered.
+    Silent,
+}
+
+/// Serves one block with a chosen chunk size, honestly or not.
+#[derive(Clone)]
+struct TestServer {
+    id: BlockId,
+    blob: Bytes,
+    chunk_size: usize,
+    fault: Fault,
+    chunk_requests: Arc<AtomicUsize>,
+}
+
+impl TestServer {
+    fn new(id: BlockId, blob: Bytes, chunk_size: usize, fault: Fault) -> Self {
+        let blob = if fault == Fault::InvalidZstd {
+            let mut bad = blob.to_vec();
+            bad[0] ^= 0xff;
+            Bytes::from(bad)
+        } else {
+            blob
+        };
+        Self {
+            id,
+            blob,
+            chunk_size,
+            fault,
+            chunk_requests: Default::default(),
+        }
+    }
+
+    fn answer(&self, body: &[u8]) -> Option<Bytes> {
+        let ok = |value: Vec<u8>| Some(Bytes::from(value));
+        match RpcRequest::decode(body).ok()? {
+            RpcRequest::GetBlockFull(r) if r.block_id == self.id => {
+                let first = self.blob.slice(..self.chunk_size.min(self.blob.len()));
+                let block_id = if self.fault == Fault::WrongBlockId {
+                    mc_block(99, 99)
+                } else {
+                    self.id
+                };
+                ok(tl_proto::serialize(OverlayResponse::Ok(
+                    proto::BlockFull::Found {
+                        block_id,
+                        block: proto::BlockData {
+                            data: first,
+                            size: self.blob.len() as u32,
+                            chunk_size: self.chunk_size as u32,
+                        },
+                        proof: Bytes::from_static(b"proof"),
+                        queue_diff: Bytes::from_static(b"diff"),
+                    },
+                )))
+            }
+            RpcRequest::GetBlockFull(_) => ok(tl_proto::serialize(OverlayResponse::Ok(
+                proto::BlockFull::NotFound,
+            ))),
+            RpcRequest::GetBlockDataChunk(r) => {
+                self.chunk_requests.fetch_add(1, Ordering::SeqCst);
+                let offset = r.offset as usize;
+                if self.fault == Fault::ChunkErrors || offset >= self.blob.len() {
+                    return ok(tl_proto::serialize(OverlayResponse::<proto::Data>::Err(3)));
+                }
+                let end = (offset + self.chunk_size).min(self.blob.len());
+                let mut data = self.blob.slice(offset..end).to_vec();
+                let last = end == self.blob.len();
+                match self.fault {
+                    Fault::TruncatedChunk => {
+                        data.pop();
+                    }
+                    Fault::LongChunk => data.extend_from_slice(&[0; 1]),
+                    Fault::BeyondSize if last => data.extend_from_slice(b"more"),
+                    _ => {}
+                }
+                ok(tl_proto::serialize(OverlayResponse::Ok(proto::Data {
+                    data: Bytes::from(data),
+                })))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Service<ServiceRequest> for TestServer {
+    type QueryResponse = Response;
+    type OnQueryFuture = BoxFuture<'static, Option<Response>>;
+    type OnMessageFuture = Ready<()>;
+
+    fn on_query(&self, req: ServiceRequest) -> Self::OnQueryFuture {
+        let this = self.clone();
+        Box::pin(async move {
+            if this.fault == Fault::Silent
+                && RpcRequest::decode(&req.body)
+                    .is_ok_and(|r| matches!(r, RpcRequest::GetBlockFull(_)))
+            {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                return None;
+            }
+            this.answer(&req.body).map(|body| Response {
+                version: Default::default(),
+                body,
+            })
+        })
+    }
+
+    fn on_message(&self, _: ServiceRequest) -> Self::OnMessageFuture {
+        ready(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item3_a_1_mb_block_in_128_byte_chunks_round_trips() {
+    let original = random(1 << 20, 1);
+    let blob = compressed(&original, 9);
+    let id = mc_block(1, 1);
+    let server = TestServer::new(id, blob.clone(), 128, Fault::None);
+    let requests = server.chunk_requests.clone();
+    let node = fast_node(41, new_overlay(), server);
+    let c = client_of(42, &[&node]).await;
+    let got = c
+        .client
+        .get_block_full(&id, DataRequirement::Required)
+        .await
+        .unwrap();
+    let data = got.data.expect("the block");
+    assert_eq!(&data.block[..], &original[..]);
+    assert_eq!(data.block_id, id);
+    let chunks = blob.len().div_ceil(128) - 1;
+    assert_eq!(requests.load(Ordering::SeqCst), chunks);
+    // every chunk and the initial answer were accepted: the score is at the top
+    assert_eq!(score_of(&c.client, &node), 128);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item3_a_2_5_mib_block_arrives_in_3_chunks() {
+    let storage = Arc::new(StubStorage::default());
+    let original = random(5 << 19, 2); // 2.5 MiB of incompressible data
+    let blob = compressed(&original, 1);
+    assert!(
+        blob.len() > 2 << 20 && blob.len() <= 3 << 20,
+        "{}",
+        blob.len()
+    );
+    let id = shard_block(7, 7);
+    storage.insert_full(id, blob);
+    let node = fast_node(
+        43,
+        new_overlay(),
+        service(storage, Arc::new(StubProvider::new(1 << 20))),
+    );
+    let c = client_of(44, &[&node]).await;
+    let got = c
+        .client
+        .get_block_full(&id, DataRequirement::Required)
+        .await
+        .unwrap();
+    assert_eq!(&got.data.unwrap().block[..], &original[..]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dishonest_peers_are_scored_and_the_healthy_one_serves() {
+    let original = random(3000, 3);
+    let blob = compressed(&original, 3);
+    let id = mc_block(5, 5);
+    for (i, fault) in [
+        Fault::WrongBlockId,
+        Fault::ChunkErrors,
+        Fault::TruncatedChunk,
+        Fault::LongChunk,
+        Fault::BeyondSize,
+        Fault::InvalidZstd,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ip = 50 + 5 * i as u8;
+        // Alone, the dishonest peer yields an error and loses score; nothing corrupt is handed back.
+        let bad = fast_node(
+            ip,
+            new_overlay(),
+            TestServer::new(id, blob.clone(), 512, fault),
+        );
+        let alone = client_of(ip + 1, &[&bad]).await;
+        let result = alone
+            .client
+            .get_block_full(&id, DataRequirement::Required)
+            .await;
+        assert!(result.is_err(), "{fault:?}: {result:?}");
+        let (_, failed) = alone
+            .client
+            .overlay_client()
+            .neighbours()
+            .find(&bad.peer_id())
+            .unwrap()
+            .totals();
+        assert!(failed >= 1, "{fault:?}: the bad answer was rejected");
+        // With a healthy neighbour, the block comes from it, intact.
+        let overlay = new_overlay();
+        let bad = fast_node(
+            ip + 2,
+            overlay,
+            TestServer::new(id, blob.clone(), 512, fault),
+        );
+        let healthy = fast_node(
+            ip + 3,
+            overlay,
+            TestServer::new(id, blob.clone(), 512, Fault::None),
+        );
+        let both = client_of(ip + 4, &[&bad, &healthy]).await;
+        let got = both
+            .client
+            .get_block_full(&id, DataRequirement::Required)
+            .await
+            .unwrap_or_else(|e| panic!("{fault:?}: {e}"));
+        assert_eq!(got.neighbour.peer_id(), &healthy.peer_id(), "{fault:?}");
+        assert_eq!(&got.data.unwrap().block[..], &original[..], "{fault:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item13_a_silent_peer_falls_back_to_the_healthy_one() {
+    let original = random(3000, 4);
+    let blob = compressed(&original, 3);
+    let id = mc_block(6, 6);
+    let overlay = new_overlay();
+    let silent = fast_node(
+        90,
+        overlay,
+        TestServer::new(id, blob.clone(), 512, Fault::Silent),
+    );
+    let healthy = fast_node(91, overlay, TestServer::new(id, blob, 512, Fault::None));
+    let c = client_of(92, &[&silent, &healthy]).await;
+    for _ in 0..3 {
+        let got = c
+            .client
+            .get_block_full(&id, DataRequirement::Required)
+            .await
+            .unwrap();
+        assert_eq!(got.neighbour.peer_id(), &healthy.peer_id());
+        assert_eq!(&got.data.unwrap().block[..], &original[..]);
+    }
+    assert!(score_of(&c.client, &silent) < 64, "timeouts punish");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item12_not_found_is_not_success() {
+    let empty = fast_node(
+        100,
+        new_overlay(),
+        service(
+            Arc::new(StubStorage::default()),
+            Arc::new(StubProvider::new(1 << 20)),
+        ),
+    );
+    let c = client_of(101, &[&empty]).await;
+    let id = mc_block(1, 1);
+    let got = c
+        .client
+        .get_block_full(&id, DataRequirement::Optional)
+        .await
+        .unwrap();
+    assert!(got.data.is_none());
+    assert_eq!(score_of(&c.client, &empty), 64, "Optional: neutral");
+    // archive and state searches that get notFound or tooNew leave the score alone
+    assert!(matches!(
+        c.client.find_archive(5).await,
+        Err(ClientError::NotFound)
+    ));
+    assert!(matches!(
+        c.client
+            .find_persistent_state(&id, regolith_rpc::StateKind::Shard)
+            .await,
+        Err(ClientError::NotFound)
+    ));
+    assert_eq!(score_of(&c.client, &empty), 64);
+    c.client
+        .get_block_full(&id, DataRequirement::Expected)
+        .await
+        .unwrap();
+    assert_eq!(score_of(&c.client, &empty), 56, "Expected: −8");
+    c.client
+        .get_block_full(&id, DataRequirement::Required)
+        .await
+        .unwrap();
+    assert_eq!(score_of(&c.client, &empty), 0, "Required: malicious");
+    // it leaves the set at the next apply
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !c.client.overlay_client().neighbours().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "still a neighbour");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(matches!(
+        c.client
+            .get_block_full(&id, DataRequirement::Optional)
+            .await,
+        Err(ClientError::NoNeighbours)
+    ));
+}
+
+fn archive_server(ip_last: u8, overlay: [u8; 32], lookup: ArchiveLookup) -> BlockchainNetwork {
+    let provider = StubProvider::new(1 << 20);
+    provider.archive_info.lock().insert(50, lookup);
+    fast_node(
+        ip_last,
+        overlay,
+        service(Arc::new(StubStorage::default()), Arc::new(provider)),
+    )
+}
+
+async fn search_among(
+    ip_last: u8,
+    lookups: &[ArchiveLookup],
+) -> Result<ArchiveSearch, ClientError> {
+    let overlay = new_overlay();
+    let servers: Vec<BlockchainNetwork> = lookups
+        .iter()
+        .enumerate()
+        .map(|(i, l)| archive_server(ip_last + i as u8, overlay, *l))
+        .collect();
+    let refs: Vec<&BlockchainNetwork> = servers.iter().collect();
+    let c = client_of(ip_last + lookups.len() as u8, &refs).await;
+    assert_eq!(c.client.overlay_client().neighbours().len(), lookups.len());
+    let result = c.client.find_archive(50).await;
+    let scores: Vec<(String, u8)> = c
+        .client
+        .overlay_client()
+        .neighbours()
+        .get()
+        .iter()
+        .map(|n| (n.peer_id().to_string(), n.score()))
+        .collect();
+    for n in &refs {
+        assert_eq!(
+            score_of(&c.client, n),
+            64,
+            "tooNew and notFound never punish: {} in {scores:?} ({result:?})",
+            n.peer_id()
+        );
+    }
+    result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item14_too_new_quorum() {
+    use ArchiveLookup::{NotFound, TooNew};
+    let result = search_among(110, &[TooNew, TooNew]).await;
+    assert!(matches!(result, Ok(ArchiveSearch::TooNew)), "{result:?}");
+    let result = search_among(113, &[TooNew, NotFound]).await;
+    assert!(matches!(result, Err(ClientError::NotFound)), "{result:?}");
+    let result = search_among(116, &[TooNew, TooNew, NotFound, TooNew, TooNew]).await;
+    assert!(matches!(result, Ok(ArchiveSearch::TooNew)), "{result:?}");
+    let result = search_among(122, &[TooNew, NotFound, NotFound, TooNew, NotFound]).await;
+    assert!(
+        matches!(result, Err(ClientError::NotFound)),
+        "2 of 5 < 4: {result:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_neighbours() {
+    let node = fast_node(130, new_overlay(), Silent);
+    let overlay =
+        PublicOverlayClient::new(node.network.clone(), node.overlay.clone(), client_config());
+    let client = BlockchainRpcClient::builder()
+        .with_overlay_client(overlay)
+        .build()
+        .unwrap();
+    assert!(matches!(
+        client.find_archive(1).await,
+        Err(ClientError::NoNeighbours)
+    ));
+    assert!(matches!(
+        client
+            .get_block_full(&mc_block(1, 1), DataRequirement::Optional)
+            .await,
+        Err(ClientError::NoNeighbours)
+    ));
+    assert!(matches!(
+        client.get_zerostate_proof().await,
+        Err(ClientError::NoNeighbours)
+    ));
+    // with no targets a broadcast reaches nobody, and the own listener still fires
+    assert_eq!(client.broadcast_external_message(b"x").await, 0);
+}
