@@ -58,6 +58,18 @@ impl FromStr for BlockRef {
     }
 }
 
+/// A full block id on the command line (`wc:prefix:seqno:root:file`, masterchain `-1:…` included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FullBlockId(pub BlockId);
+
+impl FromStr for FullBlockId {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        parse_block_id(text).map(Self).map_err(|e| e.to_string())
+    }
+}
+
 impl std::fmt::Display for BlockRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
-use regolith_rpc::config::{BlockchainRpcClientConfig, BlockchainRpcServiceConfig, S3ClientConfig};
+use regolith_rpc::config::{
+    BlockchainRpcClientConfig, BlockchainRpcServiceConfig, PublicOverlayClientConfig,
+    S3ClientConfig,
+};
 use regolith_storage::StorageConfig;
 use serde::{Deserialize, Serialize};
 use tycho_network::{DhtConfig, NetworkConfig, OverlayConfig, PeerInfo, PeerResolverConfig};
@@ -50,9 +53,12 @@ pub struct NodeConfig {
     /// The RPC service.
     #[serde(default)]
     pub blockchain_rpc_service: BlockchainRpcServiceConfig,
-    /// The RPC client (parsed for compatibility).
+    /// The blockchain RPC client (§7).
     #[serde(default)]
     pub blockchain_rpc_client: BlockchainRpcClientConfig,
+    /// The overlay client: neighbours and validator broadcast targets (§8).
+    #[serde(default)]
+    pub public_overlay_client: PublicOverlayClientConfig,
     /// S3 for archives and persistent states (with `blockchain_rpc_service.s3_proxy`: the hybrid provider).
     #[serde(default)]
     pub s3_client: Option<S3ClientConfig>,
@@ -89,6 +95,7 @@ impl NodeConfig {
             peer_resolver: PeerResolverConfig::default(),
             blockchain_rpc_service: BlockchainRpcServiceConfig::default(),
             blockchain_rpc_client: BlockchainRpcClientConfig::default(),
+            public_overlay_client: PublicOverlayClientConfig::default(),
             s3_client: None,
         }
     }

@@ -3,6 +3,7 @@
 //! The `regolith` binary (`main.rs`) is a thin CLI over these modules; integration tests use them in-process.
 
 pub mod bench;
+pub mod block_check;
 pub mod block_ref;
 pub mod config;
 pub mod crash;
@@ -13,6 +14,7 @@ pub mod init;
 pub mod inspect;
 pub mod ledger_cmd;
 pub mod metrics_endpoint;
+pub mod p2p;
 pub mod progress;
 pub mod queue_state;
 pub mod queue_sync;

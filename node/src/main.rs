@@ -96,6 +96,8 @@ enum Command {
     },
     /// The receiver journal of cross-chain announcements (`<data>/ledger`).
     Ledger(ledger_cmd::LedgerArgs),
+    /// Talk to a Tycho network: fetch blocks, archives, states and proofs from peers, send messages.
+    P2p(regolith_node::p2p::P2pArgs),
 }
 
 #[derive(Subcommand)]
@@ -170,17 +172,20 @@ fn init_logging(default_level: &str) {
 }
 
 fn main() {
-    // Output piped into `head` ends quietly, as with any Unix tool, instead of panicking on a closed pipe.
-    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
     let cli = Cli::parse();
-    // Benchmarks print figures; per-operation info logs would drown them.
-    init_logging(if matches!(cli.command, Command::Bench { .. }) {
-        "warn"
-    } else {
-        "info"
+    // Output piped into `head` ends quietly, as with any Unix tool, instead of panicking on a closed pipe.
+    // The node itself (`run`) keeps SIGPIPE ignored: a closed stdout must not kill it.
+    if !matches!(cli.command, Command::Run) {
+        // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+    // Benchmarks print figures and `p2p` prints its answer; the network's info logs would drown both.
+    init_logging(match cli.command {
+        Command::Bench { .. } => "warn",
+        Command::P2p(_) => "warn,tycho_network=error",
+        _ => "info",
     });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -326,6 +331,11 @@ async fn execute(cli: Cli) -> Result<()> {
         } => bench::queue(json, quick, &cases, &import_file)?,
         Command::Run => run::run(&data).await?,
         Command::Ledger(args) => ledger_cmd::run(&data.root, args)?,
+        Command::P2p(args) => {
+            let json = args.json;
+            let value = regolith_node::p2p::run(&data, args).await?;
+            regolith_node::p2p::print(&value, json);
+        }
         Command::Bench {
             what: BenchCommand::Rpc(args),
         } => bench::rpc(args).await?,

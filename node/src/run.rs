@@ -118,6 +118,14 @@ impl Node {
     }
 }
 
+/// Prints a line of the start banner; a closed stdout is not an error for a running node.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 /// Runs until a shutdown signal.
 pub async fn run(data: &DataDir) -> Result<()> {
     // Handlers first: a signal that arrives while the node starts must stop it cleanly, not kill it.
@@ -163,19 +171,19 @@ pub async fn run(data: &DataDir) -> Result<()> {
         queue_reapplied = queue_start.reapplied_diffs,
         "node started"
     );
-    println!(
+    say!(
         "regolith node serving blockchain RPC from {} (last applied mc block: {})",
         data.root.display(),
         last_mc.map_or_else(|| "none".into(), |id| id.seqno.to_string())
     );
-    println!("  QUIC address: {}", node.network.network.local_addr());
-    println!("  peer id:      {}", node.network.peer_id());
-    println!("  overlay id:   {}", hex::encode(node.overlay_id));
-    println!("  peer info:    {}", serde_json::to_string(&peer_info)?);
+    say!("  QUIC address: {}", node.network.network.local_addr());
+    say!("  peer id:      {}", node.network.peer_id());
+    say!("  overlay id:   {}", hex::encode(node.overlay_id));
+    say!("  peer info:    {}", serde_json::to_string(&peer_info)?);
     if let Some(address) = node_config.metrics_address {
-        println!("  metrics:      http://{address}/metrics");
+        say!("  metrics:      http://{address}/metrics");
     }
-    println!("Add the peer info to another node's global.json bootstrap_peers to reach it. Press Ctrl-C to stop.");
+    say!("Add the peer info to another node's global.json bootstrap_peers to reach it. Press Ctrl-C to stop.");
 
     let gc_task = tokio::spawn(gc_loop(storage.clone()));
     shutdown.wait().await;

@@ -669,3 +669,150 @@ async fn an_imported_queue_state_is_served_as_a_persistent_queue_state() {
     assert_eq!(state, std::fs::read(&master).unwrap());
     node.shutdown().await;
 }
+
+/// A downloading node that knows `server` as its bootstrap peer, with the blockchain RPC client on top.
+async fn rpc_client(
+    server: &Node,
+    ip_last: u8,
+) -> (
+    regolith_rpc::BlockchainNetwork,
+    regolith_rpc::client::BlockchainRpcClient,
+) {
+    use regolith_rpc::client::{BlockchainRpcClient, PublicOverlayClient};
+    use regolith_rpc::network::{BlockchainNetwork, NetworkSettings, Silent};
+    let mut secret_key = [0u8; 32];
+    rand::Rng::fill(&mut rand::thread_rng(), &mut secret_key);
+    let network = BlockchainNetwork::start(
+        NetworkSettings {
+            bind_address: addr(ip_last),
+            remote_address: None,
+            secret_key,
+            network: Default::default(),
+            dht: Default::default(),
+            overlay: Default::default(),
+            peer_resolver: Default::default(),
+            bootstrap_peers: vec![server.network.signed_peer_info(Duration::from_secs(3600))],
+            overlay_id: server.overlay_id,
+            rate_limits: None,
+        },
+        Silent,
+    )
+    .unwrap();
+    let overlay = PublicOverlayClient::new(
+        network.network.clone(),
+        network.overlay.clone(),
+        Default::default(),
+    );
+    tokio::time::timeout(Duration::from_secs(30), overlay.wait_for_peers(1))
+        .await
+        .expect("the server becomes a neighbour");
+    let client = BlockchainRpcClient::builder()
+        .with_overlay_client(overlay)
+        .build()
+        .unwrap();
+    (network, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item2_fixture_blocks_through_the_client() {
+    use regolith_rpc::client::DataRequirement::Required;
+    let dir = tempfile::tempdir().unwrap();
+    let node = serve(dir.path(), 31, None, false).await;
+    let (_client_node, client) = rpc_client(&node, 32).await;
+    let archive = read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap());
+    let check = |id: &BlockId, data: regolith_rpc::client::BlockDataFull| {
+        assert_eq!(&data.block_id, id);
+        assert_eq!(
+            &data.block[..],
+            &archive.entries[&(*id, ArchiveEntryType::Block)][..]
+        );
+        assert_eq!(
+            &data.proof[..],
+            &archive.entries[&(*id, ArchiveEntryType::Proof)][..]
+        );
+        assert_eq!(
+            &data.queue_diff[..],
+            &archive.entries[&(*id, ArchiveEntryType::QueueDiff)][..]
+        );
+    };
+    for id in &archive.order {
+        let got = client.get_block_full(id, Required).await.unwrap();
+        check(id, got.data.expect("found"));
+    }
+    let by_seqno = |mc: bool, seqno: u32| {
+        *archive
+            .order
+            .iter()
+            .find(|id| id.is_masterchain() == mc && id.seqno == seqno)
+            .unwrap()
+    };
+    for (mc, last) in [(true, 99), (false, 6)] {
+        for seqno in 1..=last {
+            let got = client
+                .get_next_block_full(&by_seqno(mc, seqno), Required)
+                .await
+                .unwrap();
+            check(&by_seqno(mc, seqno + 1), got.data.expect("found"));
+        }
+    }
+    let last = client
+        .get_next_block_full(
+            &by_seqno(true, 100),
+            regolith_rpc::DataRequirement::Optional,
+        )
+        .await
+        .unwrap();
+    assert!(last.data.is_none(), "nothing after mc 100");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item4_archive_1_through_the_client() {
+    use regolith_rpc::client::ArchiveSearch;
+    let dir = tempfile::tempdir().unwrap();
+    let node = serve(dir.path(), 33, None, false).await;
+    let (_client_node, client) = rpc_client(&node, 34).await;
+    // While archive 1 is the open archive: tooNew, never a punishment.
+    assert!(matches!(
+        client.find_archive(50).await,
+        Ok(ArchiveSearch::TooNew)
+    ));
+    regolith_node::fixture::start_next_archive(&node.storage)
+        .await
+        .unwrap();
+    for k in [1, 2, 50, 99, 100] {
+        let Ok(ArchiveSearch::Found(found)) = client.find_archive(k).await else {
+            panic!("archive of {k} not found")
+        };
+        assert_eq!((found.id, found.chunk_size), (1, 1 << 20));
+    }
+    assert!(matches!(
+        client.find_archive(102).await,
+        Ok(ArchiveSearch::TooNew)
+    ));
+    let Ok(ArchiveSearch::Found(found)) = client.find_archive(1).await else {
+        panic!()
+    };
+    let bytes = client
+        .download_archive(&found, Vec::new(), |_| {})
+        .await
+        .unwrap();
+    let mut reader = ArchiveReader::new(&bytes[..]);
+    let mut got = BTreeSet::new();
+    while let Some(e) = reader.next_entry().unwrap() {
+        got.insert((e.block_id.to_string(), e.ty.as_byte(), e.data));
+    }
+    let expected: BTreeSet<_> =
+        read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap())
+            .entries
+            .into_iter()
+            .map(|((id, ty), data)| (id.to_string(), ty.as_byte(), data))
+            .collect();
+    assert_eq!(got, expected);
+    // The compressed form as served decompresses to the same archive.
+    let compressed = client
+        .download_archive_compressed(&found, Box::new(std::io::sink()), |_| {})
+        .await;
+    assert!(compressed.is_ok());
+    node.shutdown().await;
+}

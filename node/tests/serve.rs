@@ -284,9 +284,9 @@ fn spawn_run(data: &Path) -> (std::process::Child, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut quic = None;
-    for line in lines {
+    for line in lines.by_ref() {
         let line = line.unwrap();
         if let Some(v) = line.trim().strip_prefix("QUIC address:") {
             quic = Some(v.trim().to_owned());
@@ -295,6 +295,8 @@ fn spawn_run(data: &Path) -> (std::process::Child, String) {
             break;
         }
     }
+    // Keep reading what the node prints, so that it never writes into a closed pipe.
+    std::thread::spawn(move || for _ in lines {});
     (child, quic.expect("run prints its QUIC address"))
 }
 
@@ -393,4 +395,203 @@ fn several_nodes_on_one_machine_and_ports_in_use() {
     }
     stop(node_a);
     stop(node_b);
+}
+
+fn p2p(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_regolith"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn p2p_fetches_verifies_and_writes_from_a_running_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let listen = format!("127.0.0.1:{}", free_udp_port());
+    let out = init_with(&data, &["--listen", &listen, "--metrics", "off"]);
+    assert!(out.status.success());
+    regolith(
+        &data,
+        &[
+            "import",
+            "--quiet",
+            fixtures().join("archive_1.bin").to_str().unwrap(),
+        ],
+    );
+    let (node, _) = spawn_run(&data);
+    let global = data.join("global.json");
+    let global = global.to_str().unwrap();
+    let other = dir.path().join("elsewhere");
+    let other = other.to_str().unwrap();
+    let base = [
+        "--data",
+        other,
+        "p2p",
+        "--global-config",
+        global,
+        "--json",
+        "--timeout",
+        "20s",
+    ];
+    let run = |extra: &[&str]| {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend_from_slice(extra);
+        p2p(&args)
+    };
+
+    let compressed = std::fs::read(fixtures().join("archive_1.bin")).unwrap();
+    let mut reader =
+        regolith_formats::archive::ArchiveReader::new_compressed(&compressed[..]).unwrap();
+    let mut entries = std::collections::HashMap::new();
+    let mut order = Vec::new();
+    while let Some(e) = reader.next_entry().unwrap() {
+        if e.ty == ArchiveEntryType::Block {
+            order.push(e.block_id);
+        }
+        entries.insert((e.block_id, e.ty), e.data);
+    }
+    let mc = |seqno: u32| {
+        *order
+            .iter()
+            .find(|id| id.is_masterchain() && id.seqno == seqno)
+            .unwrap()
+    };
+    let check_dir = |dir: &Path, id: &regolith_formats::BlockId| {
+        for (name, ty) in [
+            ("block.boc", ArchiveEntryType::Block),
+            ("proof.boc", ArchiveEntryType::Proof),
+            ("queue_diff.bin", ArchiveEntryType::QueueDiff),
+        ] {
+            assert_eq!(
+                std::fs::read(dir.join(name)).unwrap(),
+                entries[&(*id, ty)],
+                "{name} of {id}"
+            );
+        }
+    };
+
+    // A block by id and by next, written only after verification.
+    let by_id = dir.path().join("by_id");
+    let answer = json_of(&run(&[
+        "get-block",
+        &mc(42).to_string(),
+        "--out",
+        by_id.to_str().unwrap(),
+    ]));
+    assert_eq!(answer["block_id"], mc(42).to_string());
+    assert!(answer["neighbour"].as_str().is_some_and(|n| n.len() == 64));
+    check_dir(&by_id, &mc(42));
+    let next = dir.path().join("next");
+    let answer = json_of(&run(&[
+        "get-block",
+        &mc(42).to_string(),
+        "--next",
+        "--out",
+        next.to_str().unwrap(),
+    ]));
+    assert_eq!(answer["block_id"], mc(43).to_string());
+    check_dir(&next, &mc(43));
+    // A block nobody has: an error that says so, and nothing written.
+    let missing = regolith_formats::BlockId {
+        seqno: 500,
+        ..mc(42)
+    };
+    let nowhere = dir.path().join("nowhere");
+    let out = run(&[
+        "get-block",
+        &missing.to_string(),
+        "--out",
+        nowhere.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not have the block"));
+    assert!(!nowhere.exists());
+
+    // The zerostate proof, checked against the global config's zerostate, and the zerostate states.
+    let proof = dir.path().join("zerostate_proof.boc");
+    json_of(&run(&[
+        "get-zerostate-proof",
+        "--out",
+        proof.to_str().unwrap(),
+    ]));
+    let zerostate = std::fs::read(fixtures().join("zerostate.boc")).unwrap();
+    let zs = regolith_formats::zerostate::McZerostate::parse(&zerostate).unwrap();
+    regolith_formats::zerostate::check_zerostate_proof(
+        &std::fs::read(&proof).unwrap(),
+        &zs.id.root_hash,
+    )
+    .unwrap();
+    let state = dir.path().join("zerostate.boc");
+    json_of(&run(&[
+        "get-state",
+        &zs.id.to_string(),
+        "--out",
+        state.to_str().unwrap(),
+    ]));
+    assert_eq!(std::fs::read(&state).unwrap(), zerostate);
+    let shard = zs.listed_shards().unwrap()[0].id;
+    let shard_state = dir.path().join("shard.boc");
+    json_of(&run(&[
+        "get-state",
+        &shard.to_string(),
+        "--out",
+        shard_state.to_str().unwrap(),
+    ]));
+    let root = tycho_types::boc::Boc::decode(std::fs::read(&shard_state).unwrap()).unwrap();
+    assert_eq!(*root.repr_hash(), shard.root_hash);
+    let queue_state = dir.path().join("queue.bin");
+    let out = run(&[
+        "get-state",
+        &shard.to_string(),
+        "--queue",
+        "--out",
+        queue_state.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("no neighbour has the persistent queue state"));
+    assert!(!queue_state.exists());
+
+    // Key block ids, the archive (still open: too new), ping.
+    let answer = json_of(&run(&["get-key-block-ids", &zs.id.to_string()]));
+    assert_eq!(answer["key_block_ids"], serde_json::json!([]));
+    assert_eq!(answer["incomplete"], true);
+    let archive = dir.path().join("archive.bin");
+    let out = run(&["get-archive", "50", "--out", archive.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("too new"));
+    assert!(!archive.exists());
+    let answer = json_of(&run(&["ping"]));
+    let neighbours = answer["neighbours"].as_array().unwrap();
+    assert_eq!(neighbours.len(), 1);
+    assert!(neighbours[0]["rtt_ms"].as_f64().is_some());
+
+    // A global config without bootstrap peers is refused with a clear error.
+    let empty = dir.path().join("empty_global.json");
+    let mut g: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("global.json")).unwrap()).unwrap();
+    g["bootstrap_peers"] = serde_json::json!([]);
+    std::fs::write(&empty, g.to_string()).unwrap();
+    let out = p2p(&[
+        "--data",
+        other,
+        "p2p",
+        "--global-config",
+        empty.to_str().unwrap(),
+        "ping",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no valid bootstrap peer"));
+    stop(node);
 }

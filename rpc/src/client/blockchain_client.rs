@@ -452,6 +452,7 @@ impl BlockchainRpcClient {
                     }))
                 },
                 retries: self.inner.config.download_retries,
+                compressed_tee: None,
             };
             match download_chunks(
                 overlay,
@@ -466,7 +467,7 @@ impl BlockchainRpcClient {
                     return Ok(BlockDataFullWithNeighbour {
                         data: Some(BlockDataFull {
                             block_id,
-                            block: Bytes::from(decompressed),
+                            block: Bytes::from(decompressed.sink),
                             proof,
                             queue_diff,
                         }),
@@ -554,6 +555,47 @@ impl BlockchainRpcClient {
         sink: W,
         on_progress: impl Fn(u64) + Send + Sync + 'static,
     ) -> Result<W, ClientError> {
+        let downloaded = self
+            .archive_download(archive, VerifyingSink::new(sink), None, on_progress)
+            .await?;
+        let mut sink = downloaded.sink.finish()?;
+        sink.flush()
+            .map_err(|e| ClientError::Internal(format!("flushing the archive sink: {e}")))?;
+        Ok(sink)
+    }
+
+    /// Downloads a found archive as served (the zstd package) into `compressed`, verifying the decompressed
+    /// stream as it goes.
+    pub async fn download_archive_compressed(
+        &self,
+        archive: &PendingArchive,
+        compressed: Box<dyn Write + Send>,
+        on_progress: impl Fn(u64) + Send + Sync + 'static,
+    ) -> Result<Box<dyn Write + Send>, ClientError> {
+        let downloaded = self
+            .archive_download(
+                archive,
+                VerifyingSink::new(std::io::sink()),
+                Some(compressed),
+                on_progress,
+            )
+            .await?;
+        downloaded.sink.finish()?;
+        let mut tee = downloaded
+            .compressed_tee
+            .ok_or_else(|| ClientError::Internal("the compressed copy is gone".into()))?;
+        tee.flush()
+            .map_err(|e| ClientError::Internal(format!("flushing the archive copy: {e}")))?;
+        Ok(tee)
+    }
+
+    async fn archive_download<W: Write + Send + 'static>(
+        &self,
+        archive: &PendingArchive,
+        sink: VerifyingSink<W>,
+        compressed_tee: Option<Box<dyn Write + Send>>,
+        on_progress: impl Fn(u64) + Send + Sync + 'static,
+    ) -> Result<super::download::Downloaded<VerifyingSink<W>>, ClientError> {
         let archive_id = archive.id;
         let download = ChunkedDownload {
             size: archive.size,
@@ -566,19 +608,16 @@ impl BlockchainRpcClient {
                 }))
             },
             retries: self.inner.config.download_retries,
+            compressed_tee,
         };
-        let sink = download_chunks(
+        download_chunks(
             &self.inner.overlay,
             &archive.neighbour,
             download,
-            VerifyingSink::new(sink),
+            sink,
             on_progress,
         )
-        .await?;
-        let mut sink = sink.finish()?;
-        sink.flush()
-            .map_err(|e| ClientError::Internal(format!("flushing the archive sink: {e}")))?;
-        Ok(sink)
+        .await
     }
 
     /// Searches a persistent state among up to 10 reliable neighbours (§7.7).
@@ -740,6 +779,7 @@ impl BlockchainRpcClient {
             first_chunk: None,
             request,
             retries: self.inner.config.download_retries,
+            compressed_tee: None,
         };
         let mut sink = download_chunks(
             &self.inner.overlay,
@@ -748,7 +788,8 @@ impl BlockchainRpcClient {
             sink,
             on_progress,
         )
-        .await?;
+        .await?
+        .sink;
         sink.flush()
             .map_err(|e| ClientError::Internal(format!("flushing the state sink: {e}")))?;
         Ok(sink)

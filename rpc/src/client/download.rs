@@ -78,6 +78,16 @@ pub struct ChunkedDownload<F> {
     pub request: F,
     /// Attempts per chunk.
     pub retries: usize,
+    /// Receives the compressed bytes as served, after their size checks and before decompression.
+    pub compressed_tee: Option<Box<dyn Write + Send>>,
+}
+
+/// A finished download: the sink of the decompressed bytes and the compressed tee, if any.
+pub struct Downloaded<W> {
+    /// The decompressed output.
+    pub sink: W,
+    /// The compressed tee.
+    pub compressed_tee: Option<Box<dyn Write + Send>>,
 }
 
 /// Downloads `size` compressed bytes in chunks from `neighbour`, decompressing them into `sink` on a blocking
@@ -89,7 +99,7 @@ pub async fn download_chunks<W, F>(
     download: ChunkedDownload<F>,
     sink: W,
     on_progress: impl Fn(u64) + Send + Sync + 'static,
-) -> Result<W, ClientError>
+) -> Result<Downloaded<W>, ClientError>
 where
     W: Write + Send + 'static,
     F: Fn(u64) -> Bytes,
@@ -100,12 +110,13 @@ where
         first_chunk,
         request,
         retries,
+        mut compressed_tee,
     } = download;
     if chunk_size == 0 {
         return Err(ClientError::InvalidResponse("chunk size 0".into()));
     }
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, Bytes, Option<Handle>)>(MAX_IN_FLIGHT);
-    let decoder = tokio::task::spawn_blocking(move || -> Result<W, ClientError> {
+    let decoder = tokio::task::spawn_blocking(move || -> Result<Downloaded<W>, ClientError> {
         let mut decoder = zstd::stream::write::Decoder::new(sink)
             .map_err(|e| ClientError::Internal(format!("zstd decoder: {e}")))?;
         let mut downloaded = 0u64;
@@ -142,6 +153,13 @@ where
                     ),
                 );
             }
+            if let Some(tee) = &mut compressed_tee {
+                if let Err(e) = tee.write_all(&chunk) {
+                    return Err(ClientError::Internal(format!(
+                        "writing the compressed copy: {e}"
+                    )));
+                }
+            }
             if let Err(e) = decoder.write_all(&chunk) {
                 return fail(handle, format!("invalid zstd stream or sink: {e}"));
             }
@@ -165,7 +183,10 @@ where
         decoder.flush().map_err(|e| {
             ClientError::InvalidResponse(format!("invalid zstd stream or sink: {e}"))
         })?;
-        Ok(decoder.into_inner())
+        Ok(Downloaded {
+            sink: decoder.into_inner(),
+            compressed_tee,
+        })
     });
 
     let start = if let Some((first, handle)) = first_chunk {
@@ -228,8 +249,8 @@ enum Handle {
 }
 
 async fn finish<W>(
-    decoder: tokio::task::JoinHandle<Result<W, ClientError>>,
-) -> Result<W, ClientError> {
+    decoder: tokio::task::JoinHandle<Result<Downloaded<W>, ClientError>>,
+) -> Result<Downloaded<W>, ClientError> {
     decoder
         .await
         .map_err(|e| ClientError::Internal(format!("the decompressing thread failed: {e}")))?

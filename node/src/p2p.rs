@@ -1,0 +1,604 @@
+//! `regolith p2p`: talk to any Tycho network from the command line. The command joins the network's public
+//! overlay (bootstrap peers and zerostate from a global config) with an ephemeral key, waits for neighbours,
+//! runs one request through the blockchain RPC client, verifies what it got and only then writes it.
+
+use std::io::IsTerminal;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use regolith_formats::zerostate::check_zerostate_proof;
+use regolith_formats::BlockId;
+use regolith_rpc::client::{
+    ArchiveSearch, BlockchainRpcClient, DataRequirement, PublicOverlayClient,
+};
+use regolith_rpc::network::{now_sec, BlockchainNetwork, NetworkSettings, Silent};
+use regolith_rpc::proto;
+use regolith_rpc::StateKind;
+use serde_json::{json, Value};
+
+use crate::block_ref::FullBlockId;
+use crate::config::{parse_json, DataDir, GlobalConfig, NodeConfig, UnknownFields};
+
+/// `regolith p2p` arguments.
+#[derive(clap::Args, Debug)]
+pub struct P2pArgs {
+    /// The global config (bootstrap peers, zerostate); default `<data>/global.json`.
+    #[arg(long)]
+    pub global_config: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// How long to wait for neighbours and for the answer.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: P2pCommand,
+}
+
+/// The `regolith p2p` commands.
+#[derive(clap::Subcommand, Debug)]
+pub enum P2pCommand {
+    /// A block with its proof and queue diff: writes DIR/block.boc, DIR/proof.boc, DIR/queue_diff.bin.
+    GetBlock {
+        /// The block id (`wc:prefix:seqno:root:file`).
+        #[arg(allow_hyphen_values = true)]
+        id: FullBlockId,
+        /// The block after ID instead.
+        #[arg(long)]
+        next: bool,
+        /// Where to write (default: the current directory).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Key block ids after a key block.
+    GetKeyBlockIds {
+        /// The key block id.
+        #[arg(allow_hyphen_values = true)]
+        id: FullBlockId,
+        /// At most this many.
+        #[arg(long, default_value_t = 8)]
+        max: u32,
+    },
+    /// The archive containing an mc block, as served (zstd package).
+    GetArchive {
+        /// The mc seqno.
+        mc_seqno: u32,
+        /// The file to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// A persistent state, decompressed: the state BOC, or the TL queue state.
+    GetState {
+        /// The block of the state.
+        #[arg(allow_hyphen_values = true)]
+        id: FullBlockId,
+        /// The queue state instead of the shard state.
+        #[arg(long)]
+        queue: bool,
+        /// One part of a split state (its shard prefix in hex).
+        #[arg(long)]
+        part: Option<String>,
+        /// The file to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// The zerostate proof, checked against the zerostate of the global config.
+    GetZerostateProof {
+        /// The file to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Sends an external message (base64 or binary BOC) to the validators; prints how many got it.
+    SendMessage {
+        /// The message file.
+        file: PathBuf,
+    },
+    /// The RTT of every neighbour.
+    Ping,
+}
+
+/// An ephemeral node in the overlay.
+struct Session {
+    network: BlockchainNetwork,
+    client: BlockchainRpcClient,
+    global: GlobalConfig,
+}
+
+/// Runs a `regolith p2p` command; returns what to print.
+pub async fn run(data: &DataDir, args: P2pArgs) -> Result<Value> {
+    let timeout = args.timeout;
+    let session = tokio::time::timeout(timeout, join(data, &args))
+        .await
+        .map_err(|_| {
+            anyhow!(
+                "no neighbour joined the overlay within {}: check the bootstrap peers of the global config",
+                humantime::format_duration(timeout)
+            )
+        })??;
+    let result = tokio::time::timeout(timeout, execute(&session, args.command))
+        .await
+        .map_err(|_| anyhow!("no answer within {}", humantime::format_duration(timeout)));
+    session.network.network.shutdown().await;
+    result?
+}
+
+async fn join(data: &DataDir, args: &P2pArgs) -> Result<Session> {
+    let global_path = args
+        .global_config
+        .clone()
+        .unwrap_or_else(|| data.global_config());
+    let text = std::fs::read_to_string(&global_path)
+        .with_context(|| format!("cannot read the global config {}", global_path.display()))?;
+    let global: GlobalConfig = parse_json(&text, &global_path, UnknownFields::Log)?;
+    // The node's own sections (network, overlay, client) when this data dir has a node config.
+    let config = if data.node_config().exists() {
+        data.load_node_config()?
+    } else {
+        NodeConfig::new([0; 32], &data.root)
+    };
+    let now = now_sec();
+    let bootstrap_peers: Vec<_> = global
+        .parse_bootstrap_peers()?
+        .into_iter()
+        .filter(|p| p.verify(now))
+        .collect();
+    if bootstrap_peers.is_empty() {
+        bail!(
+            "{} has no valid bootstrap peer (none, or all expired)",
+            global_path.display()
+        );
+    }
+    // A network of loopback peers is reached from loopback; any other from every interface.
+    let all_loopback = bootstrap_peers.iter().all(|p| {
+        p.address_list.iter().all(|a| match a {
+            tycho_network::Address::Ip { ip, .. } => ip.is_loopback(),
+            tycho_network::Address::Dns { hostname, .. } => &**hostname == "localhost",
+        })
+    });
+    let bind_address = if all_loopback {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+    } else {
+        SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))
+    };
+    let mut secret_key = [0u8; 32];
+    rand::Rng::fill(&mut rand::thread_rng(), &mut secret_key);
+    let network = BlockchainNetwork::start(
+        NetworkSettings {
+            bind_address,
+            remote_address: None,
+            secret_key,
+            network: config.network.clone(),
+            dht: config.dht.clone(),
+            overlay: config.overlay.clone(),
+            peer_resolver: config.peer_resolver.clone(),
+            bootstrap_peers,
+            overlay_id: crate::init::overlay_id(&global.zerostate),
+            rate_limits: None,
+        },
+        Silent,
+    )?;
+    let overlay = PublicOverlayClient::new(
+        network.network.clone(),
+        network.overlay.clone(),
+        config.public_overlay_client.clone(),
+    );
+    overlay.wait_for_peers(1).await;
+    let client = BlockchainRpcClient::builder()
+        .with_overlay_client(overlay)
+        .with_config(config.blockchain_rpc_client.clone())
+        .with_max_frame_size(config.network.max_frame_size.as_u64())
+        .build()
+        .ok_or_else(|| anyhow!("cannot build the RPC client"))?;
+    Ok(Session {
+        network,
+        client,
+        global,
+    })
+}
+
+async fn execute(session: &Session, command: P2pCommand) -> Result<Value> {
+    let client = &session.client;
+    match command {
+        P2pCommand::GetBlock { id, next, out } => {
+            let id = id.0;
+            let got = if next {
+                client
+                    .get_next_block_full(&id, DataRequirement::Expected)
+                    .await?
+            } else {
+                client
+                    .get_block_full(&id, DataRequirement::Expected)
+                    .await?
+            };
+            let neighbour = got.neighbour.peer_id().to_string();
+            let Some(data) = got.data else {
+                bail!(
+                    "neighbour {neighbour} does not have the block {}{id}",
+                    if next { "after " } else { "" }
+                );
+            };
+            let checked = crate::block_check::check_downloaded_block((!next).then_some(&id), &data)
+                .with_context(|| {
+                    format!("the block from neighbour {neighbour} fails verification")
+                })?;
+            if next {
+                let prev = checked.parsed.block.load_info()?.load_prev_ref()?;
+                let follows = match prev {
+                    tycho_types::models::PrevBlockRef::Single(r) => r.root_hash == id.root_hash,
+                    tycho_types::models::PrevBlockRef::AfterMerge { left, right } => {
+                        left.root_hash == id.root_hash || right.root_hash == id.root_hash
+                    }
+                };
+                if !follows {
+                    bail!(
+                        "neighbour {neighbour} answered block {} which does not follow {id}",
+                        data.block_id
+                    );
+                }
+            }
+            let dir = out.unwrap_or_else(|| PathBuf::from("."));
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            for (name, bytes) in [
+                ("block.boc", &data.block),
+                ("proof.boc", &data.proof),
+                ("queue_diff.bin", &data.queue_diff),
+            ] {
+                crate::config::write_atomically(&dir.join(name), bytes)?;
+            }
+            Ok(json!({
+                "block_id": data.block_id.to_string(),
+                "neighbour": neighbour,
+                "block_size": data.block.len(),
+                "proof_size": data.proof.len(),
+                "queue_diff_size": data.queue_diff.len(),
+                "out": dir.display().to_string(),
+            }))
+        }
+        P2pCommand::GetKeyBlockIds { id, max } => {
+            let answer = client.get_next_key_block_ids(&id.0, max).await?;
+            let neighbour = answer.handle.neighbour().peer_id().to_string();
+            let ids = answer.data.block_ids.clone();
+            if ids
+                .iter()
+                .any(|k| !k.is_masterchain() || k.seqno <= id.0.seqno)
+            {
+                answer.handle.reject();
+                bail!(
+                    "neighbour {neighbour} answered key block ids that do not follow {}",
+                    id.0
+                );
+            }
+            let incomplete = answer.data.incomplete;
+            answer.handle.accept();
+            Ok(json!({
+                "neighbour": neighbour,
+                "key_block_ids": ids.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+                "incomplete": incomplete,
+            }))
+        }
+        P2pCommand::GetArchive { mc_seqno, out } => {
+            let found = client.find_archive(mc_seqno).await.map_err(|e| match e {
+                regolith_rpc::ClientError::NotFound => {
+                    anyhow!("no neighbour has the archive of mc block {mc_seqno}")
+                }
+                e => e.into(),
+            })?;
+            let archive = match found {
+                ArchiveSearch::Found(a) => a,
+                ArchiveSearch::TooNew => {
+                    bail!("the archive of mc block {mc_seqno} does not exist yet (too new)")
+                }
+            };
+            let neighbour = archive.neighbour.peer_id().to_string();
+            let file = TempFile::create(&out)?;
+            let progress = ByteProgress::new(&format!("archive {}", archive.id), archive.size);
+            let sink = file.writer()?;
+            let downloaded = client
+                .download_archive_compressed(&archive, Box::new(sink), move |n| progress.set(n))
+                .await;
+            drop(downloaded.with_context(|| {
+                format!("the archive from neighbour {neighbour} fails verification")
+            })?);
+            file.commit()?;
+            Ok(json!({
+                "archive_id": archive.id,
+                "size": archive.size,
+                "neighbour": neighbour,
+                "out": out.display().to_string(),
+            }))
+        }
+        P2pCommand::GetState {
+            id,
+            queue,
+            part,
+            out,
+        } => {
+            let id = id.0;
+            let kind = if queue {
+                StateKind::Queue
+            } else {
+                StateKind::Shard
+            };
+            let part = part
+                .map(|p| u64::from_str_radix(p.trim_start_matches("0x"), 16))
+                .transpose()
+                .context("--part is not a hex shard prefix")?;
+            let state = client
+                .find_persistent_state(&id, kind)
+                .await
+                .map_err(|e| match e {
+                    regolith_rpc::ClientError::NotFound => anyhow!(
+                        "no neighbour has the persistent {} state of {id}",
+                        if queue { "queue" } else { "shard" }
+                    ),
+                    e => e.into(),
+                })?;
+            let neighbour = state.neighbour.peer_id().to_string();
+            let size = match part {
+                Some(prefix) => state
+                    .parts
+                    .iter()
+                    .find(|p| p.prefix == prefix)
+                    .map(|p| p.size)
+                    .ok_or_else(|| anyhow!("the state of {id} has no part {prefix:016x}"))?,
+                None => state.size,
+            };
+            let progress = ByteProgress::new(&format!("state of {}", id.as_short_id()), size);
+            let bytes = client
+                .download_persistent_state(&state, part, Vec::new(), move |n| progress.set(n))
+                .await
+                .with_context(|| format!("the state from neighbour {neighbour}"))?;
+            verify_state(client, &id, kind, part, &bytes)
+                .await
+                .with_context(|| {
+                    format!("the state from neighbour {neighbour} fails verification")
+                })?;
+            crate::config::write_atomically(&out, &bytes)?;
+            Ok(json!({
+                "block_id": id.to_string(),
+                "kind": if queue { "queue" } else { "shard" },
+                "part": part.map(|p| format!("{p:016x}")),
+                "size": bytes.len(),
+                "neighbour": neighbour,
+                "out": out.display().to_string(),
+            }))
+        }
+        P2pCommand::GetZerostateProof { out } => {
+            let answer = client.get_zerostate_proof().await?;
+            let neighbour = answer.handle.neighbour().peer_id().to_string();
+            let proto::ZerostateProof::Found { proof } = &answer.data else {
+                answer.handle.ignore();
+                bail!("neighbour {neighbour} has no zerostate proof");
+            };
+            let proof = proof.clone();
+            if let Err(e) = check_zerostate_proof(&proof, &session.global.zerostate.root_hash) {
+                answer.handle.reject();
+                bail!("the zerostate proof from neighbour {neighbour} fails verification: {e}");
+            }
+            answer.handle.accept();
+            crate::config::write_atomically(&out, &proof)?;
+            Ok(json!({
+                "zerostate": session.global.zerostate.as_block_id().to_string(),
+                "size": proof.len(),
+                "neighbour": neighbour,
+                "out": out.display().to_string(),
+            }))
+        }
+        P2pCommand::SendMessage { file } => send_message(session, &file).await,
+        P2pCommand::Ping => {
+            let overlay = client.overlay_client();
+            let mut rows = Vec::new();
+            for neighbour in overlay.neighbours().get() {
+                let rtt = overlay.ping(&neighbour).await;
+                rows.push(json!({
+                    "neighbour": neighbour.peer_id().to_string(),
+                    "rtt_ms": rtt.as_ref().ok().map(|d| d.as_secs_f64() * 1000.0),
+                    "error": rtt.err().map(|e| e.to_string()),
+                }));
+            }
+            Ok(json!({ "neighbours": rows }))
+        }
+    }
+}
+
+/// The state checks: a shard state's root is the zerostate root (seqno 0) or the block's new state hash; a
+/// part decodes as a BOC; a queue state parses as TL `block.queueState`.
+async fn verify_state(
+    client: &BlockchainRpcClient,
+    id: &BlockId,
+    kind: StateKind,
+    part: Option<u64>,
+    bytes: &[u8],
+) -> Result<()> {
+    if kind == StateKind::Queue {
+        regolith_formats::queue_state::QueueState::parse(bytes)
+            .map_err(|e| anyhow!("not a queue state: {e}"))?;
+        return Ok(());
+    }
+    let root = tycho_types::boc::Boc::decode(bytes).map_err(|e| anyhow!("not a BOC: {e}"))?;
+    if part.is_some() {
+        return Ok(());
+    }
+    let expected = if id.seqno == 0 {
+        id.root_hash
+    } else {
+        let block = client
+            .get_block_full(id, DataRequirement::Optional)
+            .await?
+            .data
+            .ok_or_else(|| {
+                anyhow!("the block {id} is needed to check its state and nobody has it")
+            })?;
+        let checked = crate::block_check::check_downloaded_block(Some(id), &block)?;
+        checked.parsed.block.load_state_update()?.new_hash
+    };
+    if *root.repr_hash() != expected {
+        bail!(
+            "the state root is {}, the block's state is {expected}",
+            root.repr_hash()
+        );
+    }
+    Ok(())
+}
+
+async fn send_message(session: &Session, file: &Path) -> Result<Value> {
+    use base64::Engine;
+    let raw = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let text = String::from_utf8_lossy(&raw);
+    let boc = match base64::engine::general_purpose::STANDARD.decode(text.trim()) {
+        Ok(bytes) => bytes,
+        Err(_) => raw,
+    };
+    regolith_rpc::broadcast::validate_external_message(&boc)
+        .map_err(|e| anyhow!("{} is not a valid external message: {e}", file.display()))?;
+    // The validators of the current set come from the zerostate proof's config (param 34).
+    let client = &session.client;
+    let answer = client.get_zerostate_proof().await?;
+    let proto::ZerostateProof::Found { proof } = &answer.data else {
+        bail!("no zerostate proof to learn the validator set from");
+    };
+    let checked = check_zerostate_proof(proof, &session.global.zerostate.root_hash)?;
+    let vset = checked
+        .extra
+        .config
+        .get_current_validator_set()
+        .context("the zerostate config has no current validator set")?;
+    let ids: Vec<tycho_network::PeerId> = vset
+        .list
+        .iter()
+        .map(|v| tycho_network::PeerId(v.public_key.0))
+        .collect();
+    let overlay = client.overlay_client();
+    overlay.update_validator_set(ids.iter().copied());
+    let _ = tokio::time::timeout(Duration::from_secs(5), overlay.targets_changed()).await;
+    let delivered = client.broadcast_external_message(&boc).await;
+    Ok(json!({
+        "validators": ids.len(),
+        "targets": overlay.broadcast_targets().len(),
+        "delivered": delivered,
+    }))
+}
+
+/// A file written in place of `path` only once complete: temp file, fsync, rename, fsync of the directory.
+struct TempFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: std::fs::File,
+}
+
+impl TempFile {
+    fn create(path: &Path) -> Result<Self> {
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let name = path
+            .file_name()
+            .with_context(|| format!("{} has no file name", path.display()))?;
+        let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
+        let file = std::fs::File::create(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            tmp,
+            file,
+        })
+    }
+
+    fn writer(&self) -> Result<std::io::BufWriter<std::fs::File>> {
+        Ok(std::io::BufWriter::new(self.file.try_clone()?))
+    }
+
+    fn commit(self) -> Result<()> {
+        self.file
+            .sync_all()
+            .with_context(|| format!("cannot sync {}", self.tmp.display()))?;
+        std::fs::rename(&self.tmp, &self.path).with_context(|| {
+            format!(
+                "cannot rename {} to {}",
+                self.tmp.display(),
+                self.path.display()
+            )
+        })?;
+        let dir = self
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("cannot sync {}", dir.display()))?;
+        Ok(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        // A download that failed leaves nothing behind; after a commit the temp name no longer exists.
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+}
+
+/// Download progress: a bar on a terminal, a log line every 5 s otherwise.
+struct ByteProgress {
+    bar: Option<indicatif::ProgressBar>,
+    label: String,
+    total: u64,
+    last_log: parking_lot::Mutex<Instant>,
+}
+
+impl ByteProgress {
+    fn new(label: &str, total: u64) -> Arc<Self> {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(total);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{prefix} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} ({eta})",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            bar.set_prefix(label.to_owned());
+            bar
+        });
+        Arc::new(Self {
+            bar,
+            label: label.to_owned(),
+            total,
+            last_log: parking_lot::Mutex::new(Instant::now()),
+        })
+    }
+
+    fn set(&self, done: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(done);
+            if done >= self.total {
+                bar.finish_and_clear();
+            }
+            return;
+        }
+        let mut last = self.last_log.lock();
+        if last.elapsed() >= Duration::from_secs(5) || done >= self.total {
+            *last = Instant::now();
+            tracing::info!(what = %self.label, done, total = self.total, "downloading");
+        }
+    }
+}
+
+/// Prints a result as JSON or as lines.
+pub fn print(value: &Value, as_json: bool) {
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        );
+    } else {
+        crate::inspect::print(value, false);
+    }
+}
