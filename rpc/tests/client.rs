@@ -484,3 +484,125 @@ async fn no_neighbours() {
     // with no targets a broadcast reaches nobody, and the own listener still fires
     assert_eq!(client.broadcast_external_message(b"x").await, 0);
 }
+
+/// A valid external message: ext_in_msg_info, std dst, no init, an inline body of `tag`.
+fn external(tag: u32) -> Vec<u8> {
+    use tycho_types::cell::CellBuilder;
+    use tycho_types::prelude::HashBytes;
+    let mut b = CellBuilder::new();
+    b.store_small_uint(0b10, 2).unwrap(); // ext_in_msg_info
+    b.store_small_uint(0b00, 2).unwrap(); // src: addr_none
+    b.store_small_uint(0b10, 2).unwrap(); // dst: addr_std
+    b.store_bit_zero().unwrap(); // no anycast
+    b.store_u8(0).unwrap();
+    b.store_u256(&HashBytes([0x5a; 32])).unwrap();
+    b.store_small_uint(0, 4).unwrap(); // import_fee
+    b.store_bit_zero().unwrap(); // no init
+    b.store_bit_zero().unwrap(); // inline body
+    b.store_u32(tag).unwrap();
+    let boc = tycho_types::boc::Boc::encode(b.build().unwrap());
+    regolith_rpc::broadcast::validate_external_message(&boc).unwrap();
+    boc
+}
+
+#[derive(Default)]
+struct Received(parking_lot::Mutex<Vec<(tycho_network::PeerId, Bytes)>>);
+
+#[async_trait::async_trait]
+impl regolith_rpc::BroadcastListener for Received {
+    async fn handle_message(&self, meta: Arc<tycho_network::InboundRequestMeta>, message: Bytes) {
+        self.0.lock().push((meta.peer_id, message));
+    }
+}
+
+#[derive(Default)]
+struct Own(parking_lot::Mutex<Vec<Bytes>>);
+
+#[async_trait::async_trait]
+impl regolith_rpc::client::OwnMessageListener for Own {
+    async fn handle_message(&self, message: Bytes) {
+        self.0.lock().push(message);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item7_broadcast_reaches_five_validators_each() {
+    const NODES: usize = 10;
+    let overlay_id = new_overlay();
+    let received: Vec<Arc<Received>> = (0..NODES).map(|_| Arc::default()).collect();
+    let nodes: Vec<BlockchainNetwork> = (0..NODES)
+        .map(|i| {
+            let service = regolith_rpc::BlockchainRpcService::builder()
+                .with_storage(Arc::new(StubStorage::default()))
+                .with_provider(Arc::new(StubProvider::new(1 << 20)))
+                .with_broadcast_listener(received[i].clone())
+                .build();
+            fast_node(140 + i as u8, overlay_id, service)
+        })
+        .collect();
+    let refs: Vec<&BlockchainNetwork> = nodes.iter().collect();
+    connect_all(&refs).await;
+    let ids: Vec<tycho_network::PeerId> = nodes.iter().map(|n| n.peer_id()).collect();
+    let mut config = client_config();
+    config.validators.ping_interval = Duration::from_secs(1);
+    // A loaded 2-core machine with debug builds can take longer than 500 ms for a first send.
+    config.validators.send_timeout = Duration::from_secs(10);
+    let own: Vec<Arc<Own>> = (0..NODES).map(|_| Arc::default()).collect();
+    let clients: Vec<BlockchainRpcClient> = nodes
+        .iter()
+        .zip(&own)
+        .map(|(n, own)| {
+            let overlay =
+                PublicOverlayClient::new(n.network.clone(), n.overlay.clone(), config.clone());
+            overlay.update_validator_set(ids.iter().copied());
+            BlockchainRpcClient::builder()
+                .with_overlay_client(overlay)
+                .with_own_message_listener(own.clone())
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while clients
+        .iter()
+        .any(|c| c.overlay_client().broadcast_targets().len() < 5)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "targets did not settle"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for (i, c) in clients.iter().enumerate() {
+        let targets = c.overlay_client().broadcast_targets();
+        assert!(!targets.contains(&ids[i]), "never itself");
+        assert_eq!(c.broadcast_external_message(&external(i as u32)).await, 5);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let total: usize = received.iter().map(|r| r.0.lock().len()).sum();
+    assert_eq!(total, NODES * 5);
+    for (i, own) in own.iter().enumerate() {
+        let message = external(i as u32);
+        assert_eq!(own.0.lock().len(), 1);
+        assert_eq!(own.0.lock()[0], message);
+        let reached: Vec<usize> = received
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| {
+                r.0.lock()
+                    .iter()
+                    .any(|(from, m)| *m == message && *from == ids[i])
+            })
+            .map(|(j, _)| j)
+            .collect();
+        assert_eq!(reached.len(), 5, "message {i} reached {reached:?}");
+        assert!(!reached.contains(&i));
+    }
+    // an empty validator set: nobody to send to, and the own listener still fires
+    clients[0].overlay_client().update_validator_set([]);
+    assert_eq!(
+        clients[0].broadcast_external_message(&external(99)).await,
+        0
+    );
+    assert_eq!(own[0].0.lock().len(), 2);
+}

@@ -175,3 +175,52 @@ fn item17_null_and_empty_whitelist_and_rejections() {
         serde_json::from_str(r#"{"public_overlay_peer_exchange_max_jitter": "0s"}"#).unwrap();
     assert!(config::validate_overlay(&overlay).is_err());
 }
+
+#[test]
+fn item17_public_overlay_client_defaults_and_a_full_sample() {
+    use regolith_rpc::config::PublicOverlayClientConfig;
+    let c: PublicOverlayClientConfig = serde_json::from_str("{}").unwrap();
+    let n = &c.neighbors;
+    assert_eq!(n.update_interval, Duration::from_secs(120));
+    assert_eq!(n.ping_interval, Duration::from_secs(30));
+    assert_eq!(n.apply_score_interval, Duration::from_secs(10));
+    assert_eq!(n.update_metrics_interval, Duration::from_secs(5));
+    assert_eq!((n.keep, n.max_ping_tasks), (5, 5));
+    assert_eq!(n.default_roundtrip, Duration::from_millis(300));
+    assert_eq!(n.send_timeout, Duration::from_millis(500));
+    assert_eq!(n.query_timeout, Duration::from_secs(1));
+    assert!(n.enable_metrics);
+    let v = &c.validators;
+    assert_eq!(v.ping_interval, Duration::from_secs(60));
+    assert_eq!(v.ping_timeout, Duration::from_secs(1));
+    assert_eq!((v.keep, v.max_ping_tasks), (5, 5));
+    assert_eq!(v.send_timeout, Duration::from_millis(500));
+
+    let sample = r#"{
+        "neighbors": {"update_interval": "1m", "ping_interval": "10s", "apply_score_interval": "2s",
+            "update_metrics_interval": "1s", "keep": 7, "max_ping_tasks": 3, "default_roundtrip": "100ms",
+            "send_timeout": "250ms", "query_timeout": "3s", "enable_metrics": false},
+        "validators": {"ping_interval": "30s", "ping_timeout": "2s", "keep": 4, "max_ping_tasks": 2,
+            "send_timeout": "1s"}
+    }"#;
+    let c: PublicOverlayClientConfig = serde_json::from_str(sample).unwrap();
+    assert_eq!(c.neighbors.update_interval, Duration::from_secs(60));
+    assert_eq!(c.neighbors.keep, 7);
+    assert_eq!(c.neighbors.query_timeout, Duration::from_secs(3));
+    assert!(!c.neighbors.enable_metrics);
+    assert_eq!(c.validators.keep, 4);
+    assert_eq!(c.validators.send_timeout, Duration::from_secs(1));
+    // a round trip keeps every value
+    let back: PublicOverlayClientConfig =
+        serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+    assert_eq!(back, c);
+
+    let client: BlockchainRpcClientConfig = serde_json::from_str(
+        r#"{"min_broadcast_timeout": "50ms", "too_new_archive_threshold": 2, "download_retries": 3,
+            "max_block_download_peers": 5, "request_history_size": {"get_block_full": null}}"#,
+    )
+    .unwrap();
+    assert_eq!(client.min_broadcast_timeout, Duration::from_millis(50));
+    assert_eq!(client.request_history_size.get_block_full, None);
+    assert_eq!(client.request_history_size.get_archive_info, Some(20));
+}

@@ -836,7 +836,11 @@ impl BlockchainRpcClient {
                 let body = body.clone();
                 async move {
                     let started = Instant::now();
-                    let ok = overlay.send_to_validator(peer, body).await.is_ok();
+                    let result = overlay.send_to_validator(peer, body).await;
+                    if let Err(e) = &result {
+                        tracing::debug!(%peer, error = %e, "broadcast send failed");
+                    }
+                    let ok = result.is_ok();
                     (ok, started.elapsed())
                 }
             })

@@ -125,7 +125,7 @@ pub async fn connect_all(nodes: &[&BlockchainNetwork]) {
             }
         }
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
     loop {
         let ready = nodes.iter().all(|n| {
             let entries = n.overlay.read_entries();
@@ -143,7 +143,7 @@ pub async fn connect_all(nodes: &[&BlockchainNetwork]) {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the overlay did not converge in 60 s"
+            "the overlay did not converge in 120 s"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
