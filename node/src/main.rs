@@ -129,6 +129,9 @@ enum BenchCommand {
     /// Concurrent raw clients on loopback against an in-process node serving archive_1: getBlockFull,
     /// getBlockDataChunk and getArchiveChunk. Uses a temporary data directory, not --data.
     Rpc(bench::RpcBenchArgs),
+    /// The blockchain RPC client downloading from 1 and 3 in-process serving peers on loopback: a 2.5 MiB
+    /// block and an archive in MiB/s, getBlockFull latency p50/p99.
+    Client(bench::ClientBenchArgs),
     /// The internal-queue cases of queue.md §12 (fresh temp databases; build with --release).
     Queue {
         /// Print JSON instead of a table.
@@ -183,7 +186,7 @@ fn main() {
     }
     // Benchmarks print figures and `p2p` prints its answer; the network's info logs would drown both.
     init_logging(match cli.command {
-        Command::Bench { .. } => "warn",
+        Command::Bench { .. } => "warn,tycho_network=off",
         Command::P2p(_) => "warn,tycho_network=error",
         _ => "info",
     });
@@ -339,6 +342,9 @@ async fn execute(cli: Cli) -> Result<()> {
         Command::Bench {
             what: BenchCommand::Rpc(args),
         } => bench::rpc(args).await?,
+        Command::Bench {
+            what: BenchCommand::Client(args),
+        } => bench::client(args).await?,
     }
     Ok(())
 }
