@@ -145,12 +145,15 @@ impl PublicOverlayClient {
         let this = Self { inner };
         this.inner.neighbours.init(this.candidates());
         let weak = Arc::downgrade(&this.inner);
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(update_task(weak.clone())),
             tokio::spawn(apply_task(weak.clone())),
             tokio::spawn(ping_task(weak.clone())),
-            tokio::spawn(validators_task(weak)),
+            tokio::spawn(validators_task(weak.clone())),
         ];
+        if this.inner.config.neighbors.enable_metrics {
+            tasks.push(tokio::spawn(metrics_task(weak)));
+        }
         *this.inner.tasks.lock() = tasks;
         this
     }
@@ -441,6 +444,39 @@ async fn ping_task(weak: Weak<Inner>) {
             continue;
         };
         let _ = ping(&inner, &neighbour).await;
+    }
+}
+
+/// Every `update_metrics_interval`: the size of the neighbour set and of the broadcast targets, and the score
+/// and RTT of each neighbour.
+async fn metrics_task(weak: Weak<Inner>) {
+    let Some(interval) = weak
+        .upgrade()
+        .map(|i| i.config.neighbors.update_metrics_interval)
+    else {
+        return;
+    };
+    let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(100)));
+    let mut labelled: Vec<String> = Vec::new();
+    loop {
+        ticker.tick().await;
+        let Some(inner) = weak.upgrade() else { return };
+        let set = inner.neighbours.get();
+        metrics::gauge!("regolith_overlay_neighbours").set(set.len() as f64);
+        metrics::gauge!("regolith_overlay_broadcast_targets")
+            .set(inner.validators.targets.lock().len() as f64);
+        let now: Vec<String> = set.iter().map(|n| n.peer_id().to_string()).collect();
+        // Neighbours that left are reported once more, at 0, so that their series do not stay stale.
+        for gone in labelled.iter().filter(|p| !now.contains(p)) {
+            metrics::gauge!("regolith_overlay_neighbour_score", "peer" => gone.clone()).set(0.0);
+        }
+        for (n, peer) in set.iter().zip(&now) {
+            metrics::gauge!("regolith_overlay_neighbour_score", "peer" => peer.clone())
+                .set(f64::from(n.score()));
+            metrics::gauge!("regolith_overlay_neighbour_rtt_seconds", "peer" => peer.clone())
+                .set(n.rtt().as_secs_f64());
+        }
+        labelled = now;
     }
 }
 
