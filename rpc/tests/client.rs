@@ -231,6 +231,16 @@ async fn item3_a_1_mb_block_in_128_byte_chunks_round_trips() {
     assert_eq!(requests.load(Ordering::SeqCst), chunks);
     // every chunk and the initial answer were accepted: the score is at the top
     assert_eq!(score_of(&c.client, &node), 128);
+    // a one-way send is tracked (total and RTT) without a score change
+    let overlay = c.client.overlay_client();
+    let neighbour = overlay.neighbours().find(&node.peer_id()).unwrap();
+    let (total, _) = neighbour.totals();
+    overlay
+        .send(&neighbour, Bytes::from_static(b"hello"))
+        .await
+        .unwrap();
+    assert_eq!(neighbour.totals().0, total + 1);
+    assert_eq!(neighbour.score(), 128);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

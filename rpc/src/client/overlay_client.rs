@@ -234,6 +234,42 @@ impl PublicOverlayClient {
         }
     }
 
+    /// Sends a one-way overlay message to a neighbour (§8.2): its RTT is estimated as 2 × the elapsed time;
+    /// after `neighbors.send_timeout` the send counts as a failure plus Slow.
+    pub async fn send(&self, neighbour: &Arc<Neighbour>, body: Bytes) -> Result<(), ClientError> {
+        let started = Instant::now();
+        let request = Request {
+            version: Default::default(),
+            body,
+        };
+        let sent = tokio::time::timeout(
+            self.inner.config.neighbors.send_timeout,
+            self.inner
+                .overlay
+                .send(&self.inner.network, neighbour.peer_id(), request),
+        )
+        .await;
+        let rtt = started.elapsed() * 2;
+        match sent {
+            Ok(Ok(())) => {
+                neighbour.track(Outcome::Ignore, rtt);
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                neighbour.track(Outcome::Reject, rtt);
+                Err(ClientError::Network(format!(
+                    "sending to {}: {e:#}",
+                    neighbour.peer_id()
+                )))
+            }
+            Err(_) => {
+                neighbour.track(Outcome::Reject, rtt);
+                neighbour.punish(Punishment::Slow);
+                Err(ClientError::Timeout)
+            }
+        }
+    }
+
     /// Pings a neighbour: a bare pong is accepted, anything else rejected.
     pub async fn ping(&self, neighbour: &Arc<Neighbour>) -> Result<Duration, ClientError> {
         ping(&self.inner, neighbour).await
