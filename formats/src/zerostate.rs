@@ -292,6 +292,21 @@ pub struct CheckedZerostateProof {
     pub extra: McStateExtra,
 }
 
+/// The `ShardStateUnsplit` and its `McStateExtra` under a proof's root.
+fn parse_proven_state(root: &DynCell) -> Result<(ShardStateUnsplit, McStateExtra), ZerostateError> {
+    let state = root.parse::<ShardStateUnsplit>().map_err(invalid_state(
+        "the proven zerostate is not a ShardStateUnsplit",
+    ))?;
+    let extra = state
+        .load_custom()
+        .map_err(invalid_state("the proven zerostate's McStateExtra"))?
+        .ok_or_else(|| ZerostateError::InvalidState {
+            what: "the proven zerostate",
+            reason: "it has no McStateExtra".into(),
+        })?;
+    Ok((state, extra))
+}
+
 /// Checks a zerostate proof BOC against the zerostate root hash: the proof's level-0 hash is that root, the
 /// virtualized cell parses as `ShardStateUnsplit` with `McStateExtra`, and neither the config params nor the
 /// shard hashes dictionary holds a pruned branch (their roots have an empty level mask).
@@ -313,35 +328,11 @@ pub fn check_zerostate_proof(
             actual,
         });
     }
-    let virtual_root = proof.cell.virtualize();
-    let state = virtual_root
-        .parse::<ShardStateUnsplit>()
-        .map_err(invalid_state(
-            "the proven zerostate is not a ShardStateUnsplit",
-        ))?;
-    let extra = state
-        .load_custom()
-        .map_err(invalid_state("the proven zerostate's McStateExtra"))?
-        .ok_or_else(|| ZerostateError::InvalidState {
-            what: "the proven zerostate",
-            reason: "it has no McStateExtra".into(),
-        })?;
+    let (state, extra) = parse_proven_state(proof.cell.virtualize())?;
 
     // A virtual cell reports its level mask shifted by the proof's level, which hides pruned branches: the
     // level masks are read from the same dictionaries parsed out of the raw (not virtualized) cells.
-    let raw_state = proof
-        .cell
-        .parse::<ShardStateUnsplit>()
-        .map_err(invalid_state(
-            "the proven zerostate is not a ShardStateUnsplit",
-        ))?;
-    let raw_extra = raw_state
-        .load_custom()
-        .map_err(invalid_state("the proven zerostate's McStateExtra"))?
-        .ok_or_else(|| ZerostateError::InvalidState {
-            what: "the proven zerostate",
-            reason: "it has no McStateExtra".into(),
-        })?;
+    let (_, raw_extra) = parse_proven_state(proof.cell.as_ref())?;
     if let Some(root) = raw_extra.config.params.as_dict().root() {
         if !root.level_mask().is_empty() {
             return Err(ZerostateError::PrunedDictionary("config params"));

@@ -156,6 +156,32 @@ impl BlockchainNetwork {
     }
 }
 
+/// Overlay and DHT settings with 1 s periods and 1 s jitter for store, exchange, collect, discovery,
+/// announce and refresh: nodes on one machine (tests, benchmarks, a devnet) find each other in seconds. The
+/// crate's defaults (minutes) suit a real network.
+pub fn quick_discovery() -> (OverlayConfig, DhtConfig) {
+    let second = Duration::from_secs(1);
+    let overlay = OverlayConfig {
+        public_overlay_peer_store_period: second,
+        public_overlay_peer_store_max_jitter: second,
+        public_overlay_peer_exchange_period: second,
+        public_overlay_peer_exchange_max_jitter: second,
+        public_overlay_peer_collect_period: second,
+        public_overlay_peer_collect_max_jitter: second,
+        public_overlay_peer_discovery_period: second,
+        public_overlay_peer_discovery_max_jitter: second,
+        ..Default::default()
+    };
+    let dht = DhtConfig {
+        local_info_announce_period: second,
+        local_info_announce_period_max_jitter: second,
+        routing_table_refresh_period: second,
+        routing_table_refresh_period_max_jitter: second,
+        ..Default::default()
+    };
+    (overlay, dht)
+}
+
 /// Seconds since the Unix epoch.
 pub fn now_sec() -> u32 {
     std::time::SystemTime::now()

@@ -172,24 +172,8 @@ impl RpcDataProvider for Provider {
 fn settings(bootstrap: Vec<tycho_network::PeerInfo>, overlay_id: [u8; 32]) -> NetworkSettings {
     let mut secret_key = [0u8; 32];
     rand::Rng::fill(&mut rand::thread_rng(), &mut secret_key);
-    // Peers find each other in seconds: 1 s periods with 1 s jitter for the DHT and the overlay.
-    let second = Duration::from_secs(1);
-    let overlay = tycho_network::OverlayConfig {
-        public_overlay_peer_store_period: second,
-        public_overlay_peer_store_max_jitter: second,
-        public_overlay_peer_exchange_period: second,
-        public_overlay_peer_exchange_max_jitter: second,
-        public_overlay_peer_discovery_period: second,
-        public_overlay_peer_discovery_max_jitter: second,
-        ..Default::default()
-    };
-    let dht = tycho_network::DhtConfig {
-        local_info_announce_period: second,
-        local_info_announce_period_max_jitter: second,
-        routing_table_refresh_period: second,
-        routing_table_refresh_period_max_jitter: second,
-        ..Default::default()
-    };
+    // Peers find each other in seconds.
+    let (overlay, dht) = regolith_rpc::network::quick_discovery();
     NetworkSettings {
         bind_address: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         remote_address: None,

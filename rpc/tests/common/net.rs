@@ -56,27 +56,9 @@ pub async fn try_query(client: &RawOverlayClient, body: Bytes) -> Option<Bytes> 
 
 /// Overlay and DHT periods of 1 s with 1 s jitter (§10 setup), so entries spread in seconds.
 pub fn fast_settings(ip_last: u8, overlay_id: [u8; 32]) -> NetworkSettings {
-    let second = Duration::from_secs(1);
     let mut secret_key = [0u8; 32];
     rand::Rng::fill(&mut rand::thread_rng(), &mut secret_key);
-    let overlay = tycho_network::OverlayConfig {
-        public_overlay_peer_store_period: second,
-        public_overlay_peer_store_max_jitter: second,
-        public_overlay_peer_exchange_period: second,
-        public_overlay_peer_exchange_max_jitter: second,
-        public_overlay_peer_collect_period: second,
-        public_overlay_peer_collect_max_jitter: second,
-        public_overlay_peer_discovery_period: second,
-        public_overlay_peer_discovery_max_jitter: second,
-        ..Default::default()
-    };
-    let dht = tycho_network::DhtConfig {
-        local_info_announce_period: second,
-        local_info_announce_period_max_jitter: second,
-        routing_table_refresh_period: second,
-        routing_table_refresh_period_max_jitter: second,
-        ..Default::default()
-    };
+    let (overlay, dht) = regolith_rpc::network::quick_discovery();
     NetworkSettings {
         bind_address: addr(ip_last),
         remote_address: None,
