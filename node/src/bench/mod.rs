@@ -1,7 +1,9 @@
 //! `regolith bench ...`: benchmarks that print figures (never timing assertions in tests).
 
+mod handles;
 mod queue;
 mod rpc;
 
+pub use handles::{handles, HANDLES_DEFAULT_COUNT};
 pub use queue::queue;
 pub use rpc::{rpc, RpcBenchArgs};
