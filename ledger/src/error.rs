@@ -11,9 +11,9 @@ pub enum LedgerError {
         context: String,
         /// The RocksDB error.
         #[source]
-        source: rocksdb::Error,
+        source: regolith_kv::rocksdb::Error,
     },
-    /// A stored row could not be decoded.
+    /// A stored row could not be decoded (`what` names the table and the key).
     #[error("corrupted {what}: {reason}")]
     Corruption {
         /// Which table and value.
@@ -48,15 +48,26 @@ pub enum LedgerError {
 }
 
 impl LedgerError {
-    pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(rocksdb::Error) -> Self {
-        let context = context.into();
-        move |source| Self::Db { context, source }
-    }
-
     pub(crate) fn corruption(what: impl Into<String>, reason: impl std::fmt::Display) -> Self {
         Self::Corruption {
             what: what.into(),
             reason: reason.to_string(),
+        }
+    }
+}
+
+impl From<regolith_kv::KvError> for LedgerError {
+    fn from(e: regolith_kv::KvError) -> Self {
+        match e {
+            regolith_kv::KvError::Db { context, source } => Self::Db { context, source },
+            regolith_kv::KvError::Corruption { table, key, reason } => Self::Corruption {
+                what: format!("row of {table} (key {key})"),
+                reason,
+            },
+            regolith_kv::KvError::Injected(point) => Self::Corruption {
+                what: "injected failure".into(),
+                reason: point.into(),
+            },
         }
     }
 }

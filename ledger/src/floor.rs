@@ -11,7 +11,7 @@ use crate::delivery::check_id;
 use crate::delivery_key::{ContextId, TransportContext};
 use crate::error::{LedgerError, Result};
 use crate::ledger::{now_ms, Ledger};
-use crate::tables::{Deliveries, DeliverySequences, FloorRow, Floors, SequenceKey};
+use crate::tables::{Deliveries, DeliverySequences, FloorRow, Floors, SequenceBound};
 
 /// The effect of [`Ledger::raise_floor`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -60,10 +60,13 @@ impl Ledger {
             let previous_floor = existing.as_ref().map(|row| row.floor);
             let floor = previous_floor.map_or(watermark, |previous| previous.max(watermark));
 
-            let closed = txn
-                .keys_while::<DeliverySequences>(&SequenceKey::bound(&context_id, 0), |key| {
-                    key.context_id == context_id && key.sequence <= floor
-                })?;
+            let closed = txn.keys_while::<DeliverySequences>(
+                regolith_kv::KeyRange::from(&SequenceBound {
+                    context_id,
+                    sequence: 0,
+                }),
+                |key| key.context_id == context_id && key.sequence <= floor,
+            )?;
             for index_key in &closed {
                 txn.delete::<Deliveries>(&index_key.delivery_key)?;
                 txn.delete::<DeliverySequences>(index_key)?;
@@ -97,7 +100,7 @@ impl Ledger {
     pub fn floors(&self) -> Result<Vec<FloorRecord>> {
         Ok(self
             .db
-            .scan::<Floors>(&[])?
+            .scan::<Floors>(regolith_kv::KeyRange::all())?
             .into_iter()
             .map(|(context_id, row)| FloorRecord {
                 context: row.context,

@@ -10,6 +10,8 @@ use crate::error::{LedgerError, Result};
 use crate::floor::FloorRecord;
 use crate::ledger::Ledger;
 use crate::outcome::{OutcomeKind, RecordedOutcome};
+use regolith_kv::KeyRange;
+
 use crate::tables::{Conflicts, CourseKey, Current, CurrentRow, Deliveries, History};
 
 /// The current edition of a course.
@@ -110,7 +112,7 @@ impl Ledger {
     pub fn courses(&self) -> Result<Vec<CurrentRecord>> {
         Ok(self
             .db
-            .scan::<Current>(&[])?
+            .scan::<Current>(KeyRange::all())?
             .into_iter()
             .map(|(CourseKey(course), row)| current_record(course, row))
             .collect())
@@ -119,13 +121,13 @@ impl Ledger {
     /// Every applied or stale announcement of `course`, by edition (numerically), then delivery key.
     pub fn history(&self, course: &str) -> Result<Vec<HistoryEntry>> {
         check_course(course)?;
-        self.history_rows(&CourseKey::prefix(course))
+        self.history_rows(KeyRange::prefix(&CourseKey(course.to_owned())))
     }
 
-    fn history_rows(&self, prefix: &[u8]) -> Result<Vec<HistoryEntry>> {
+    fn history_rows(&self, range: KeyRange) -> Result<Vec<HistoryEntry>> {
         Ok(self
             .db
-            .scan::<History>(prefix)?
+            .scan::<History>(range)?
             .into_iter()
             .map(|(key, row)| HistoryEntry {
                 course: key.course,
@@ -142,7 +144,7 @@ impl Ledger {
     pub fn conflicts(&self) -> Result<Vec<ConflictRecord>> {
         Ok(self
             .db
-            .scan::<Conflicts>(&[])?
+            .scan::<Conflicts>(KeyRange::all())?
             .into_iter()
             .map(|(key, row)| ConflictRecord {
                 course: key.course,
@@ -160,7 +162,7 @@ impl Ledger {
     pub fn export(&self) -> Result<Export> {
         let deliveries = self
             .db
-            .scan::<Deliveries>(&[])?
+            .scan::<Deliveries>(KeyRange::all())?
             .into_iter()
             .map(|(delivery_key, mark)| ProcessedDelivery {
                 delivery_key,
@@ -170,7 +172,7 @@ impl Ledger {
             .collect();
         Ok(Export {
             courses: self.courses()?,
-            history: self.history_rows(&[])?,
+            history: self.history_rows(KeyRange::all())?,
             conflicts: self.conflicts()?,
             deliveries,
             floors: self.floors()?,
@@ -180,7 +182,16 @@ impl Ledger {
     /// Every row of every table as raw bytes, tables in declaration order (byte-level
     /// audits and comparisons).
     pub fn raw_rows(&self) -> Result<Vec<RawRow>> {
-        self.db.raw_rows()
+        Ok(self
+            .db
+            .raw_rows()?
+            .into_iter()
+            .map(|row| RawRow {
+                table: row.table,
+                key: row.key,
+                value: row.value,
+            })
+            .collect())
     }
 }
 

@@ -68,7 +68,7 @@ impl Ledger {
     /// Counts of the tables (a full scan of each) and of this session's outcomes.
     pub fn stats(&self) -> Result<Stats> {
         let mut recorded = RecordedCounts::default();
-        for (_, mark) in self.db.scan::<Deliveries>(&[])? {
+        for (_, mark) in self.db.scan::<Deliveries>(regolith_kv::KeyRange::all())? {
             match mark.outcome {
                 OutcomeKind::Applied => recorded.applied += 1,
                 OutcomeKind::AlreadyCurrent => recorded.already_current += 1,

@@ -5,46 +5,18 @@
 //! Integers inside keys are big-endian so that byte order is numeric order; integers inside values are
 //! little-endian. Strings inside keys are length-prefixed (u32 BE) so no key is a prefix of another course's.
 
+use regolith_kv::{tables, Codec, DecodeError};
+pub(crate) use regolith_kv::{Empty, RawBytes};
+
 use crate::delivery::Digest;
 use crate::delivery_key::{ContextId, DeliveryKey, TransportContext};
-use crate::error::{LedgerError, Result};
 use crate::outcome::OutcomeKind;
 
-/// A key or value with a byte encoding.
-pub trait Codec: Sized {
-    /// Encodes the value.
-    fn encode(&self) -> Vec<u8>;
-    /// Decodes a stored value; a wrong length or shape is a corruption error.
-    fn decode(bytes: &[u8]) -> Result<Self>;
-}
-
-/// A column family with its key and value types.
-pub trait Table {
-    /// Column family name.
-    const NAME: &'static str;
-    /// Key type.
-    type Key: Codec;
-    /// Value type.
-    type Value: Codec;
-}
-
-macro_rules! tables {
-    ($($(#[$doc:meta])* $name:ident: $cf:literal, $key:ty => $value:ty;)*) => {
-        $(
-            $(#[$doc])*
-            pub struct $name;
-            impl Table for $name {
-                const NAME: &'static str = $cf;
-                type Key = $key;
-                type Value = $value;
-            }
-        )*
-        /// Names of every column family of the database.
-        pub const ALL_TABLES: &[&str] = &[$($cf),*];
-    };
-}
+type Result<T, E = DecodeError> = std::result::Result<T, E>;
 
 tables! {
+    /// The tables of the `ledger` database.
+    schema LedgerTables(());
     /// Database metadata: ASCII name → value (`db_version`: 1 byte, [`crate::db::DB_VERSION`]).
     Meta: "meta", MetaKey => RawBytes;
     /// Processed deliveries (§2 rule 1): delivery key (32) → outcome code (1) ‖ context id (32) ‖
@@ -74,64 +46,33 @@ tables! {
 pub struct MetaKey(pub &'static str);
 
 impl Codec for MetaKey {
-    fn encode(&self) -> Vec<u8> {
-        self.0.as_bytes().to_vec()
+    type Encoded<'a> = &'a [u8];
+    fn encode(&self) -> &[u8] {
+        self.0.as_bytes()
     }
     fn decode(_: &[u8]) -> Result<Self> {
-        Err(LedgerError::corruption(
-            "meta key",
-            "meta keys are not enumerated",
-        ))
-    }
-}
-
-/// Uninterpreted bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawBytes(pub Vec<u8>);
-
-impl Codec for RawBytes {
-    fn encode(&self) -> Vec<u8> {
-        self.0.clone()
-    }
-    fn decode(bytes: &[u8]) -> Result<Self> {
-        Ok(Self(bytes.to_vec()))
-    }
-}
-
-/// An empty value (index rows).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Empty;
-
-impl Codec for Empty {
-    fn encode(&self) -> Vec<u8> {
-        Vec::new()
-    }
-    fn decode(bytes: &[u8]) -> Result<Self> {
-        if !bytes.is_empty() {
-            return Err(LedgerError::corruption(
-                "index row",
-                format!("expected no bytes, got {}", bytes.len()),
-            ));
-        }
-        Ok(Self)
+        Err(DecodeError::new("meta key: meta keys are not enumerated"))
     }
 }
 
 impl Codec for DeliveryKey {
-    fn encode(&self) -> Vec<u8> {
-        self.0.to_vec()
+    type Encoded<'a> = [u8; 32];
+    fn encode(&self) -> [u8; 32] {
+        self.0
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
-        Self::from_slice(bytes).map_err(|reason| LedgerError::corruption("delivery key", reason))
+        Self::from_slice(bytes)
+            .map_err(|reason| DecodeError::new(format!("delivery key: {reason}")))
     }
 }
 
 impl Codec for ContextId {
-    fn encode(&self) -> Vec<u8> {
-        self.0.to_vec()
+    type Encoded<'a> = [u8; 32];
+    fn encode(&self) -> [u8; 32] {
+        self.0
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
-        Self::from_slice(bytes).map_err(|reason| LedgerError::corruption("context id", reason))
+        Self::from_slice(bytes).map_err(|reason| DecodeError::new(format!("context id: {reason}")))
     }
 }
 
@@ -150,6 +91,7 @@ impl CourseKey {
 }
 
 impl Codec for CourseKey {
+    type Encoded<'a> = Vec<u8>;
     fn encode(&self) -> Vec<u8> {
         Self::prefix(&self.0)
     }
@@ -173,6 +115,7 @@ pub struct EditionKey {
 }
 
 impl Codec for EditionKey {
+    type Encoded<'a> = Vec<u8>;
     fn encode(&self) -> Vec<u8> {
         let mut out = CourseKey::prefix(&self.course);
         out.extend_from_slice(&self.edition.to_be_bytes());
@@ -204,20 +147,41 @@ pub struct SequenceKey {
     pub delivery_key: DeliveryKey,
 }
 
-impl SequenceKey {
-    /// The raw lower bound of the rows of `context_id` with sequence ≥ `sequence`.
-    pub fn bound(context_id: &ContextId, sequence: u64) -> Vec<u8> {
-        let mut out = Vec::with_capacity(40);
-        out.extend_from_slice(&context_id.0);
-        out.extend_from_slice(&sequence.to_be_bytes());
+/// The prefix of the rows of `context_id` with one sequence: context id (32) ‖ sequence BE (8); as a
+/// range bound, the rows with sequence ≥ `sequence`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SequenceBound {
+    /// The context.
+    pub context_id: ContextId,
+    /// The sequence.
+    pub sequence: u64,
+}
+
+impl Codec for SequenceBound {
+    type Encoded<'a> = [u8; 40];
+    fn encode(&self) -> [u8; 40] {
+        let mut out = [0; 40];
+        out[..32].copy_from_slice(&self.context_id.0);
+        out[32..].copy_from_slice(&self.sequence.to_be_bytes());
         out
+    }
+    fn decode(_: &[u8]) -> Result<Self> {
+        Err(DecodeError::new("sequence bounds are not stored"))
     }
 }
 
 impl Codec for SequenceKey {
-    fn encode(&self) -> Vec<u8> {
-        let mut out = Self::bound(&self.context_id, self.sequence);
-        out.extend_from_slice(&self.delivery_key.0);
+    type Encoded<'a> = [u8; 72];
+    fn encode(&self) -> [u8; 72] {
+        let mut out = [0; 72];
+        out[..40].copy_from_slice(
+            &SequenceBound {
+                context_id: self.context_id,
+                sequence: self.sequence,
+            }
+            .encode(),
+        );
+        out[40..].copy_from_slice(&self.delivery_key.0);
         out
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
@@ -254,6 +218,7 @@ pub struct ProcessedMark {
 }
 
 impl Codec for ProcessedMark {
+    type Encoded<'a> = Vec<u8>;
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(94 + self.course.len());
         out.push(self.outcome.code());
@@ -300,6 +265,7 @@ pub struct CurrentRow {
 }
 
 impl Codec for CurrentRow {
+    type Encoded<'a> = Vec<u8>;
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(80);
         out.extend_from_slice(&self.edition.to_le_bytes());
@@ -333,6 +299,7 @@ pub struct HistoryRow {
 }
 
 impl Codec for HistoryRow {
+    type Encoded<'a> = Vec<u8>;
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(41);
         out.push(self.outcome.code());
@@ -364,6 +331,7 @@ pub struct ConflictRow {
 }
 
 impl Codec for ConflictRow {
+    type Encoded<'a> = Vec<u8>;
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(72);
         out.extend_from_slice(&self.current_digest.0);
@@ -397,6 +365,7 @@ pub struct FloorRow {
 }
 
 impl Codec for FloorRow {
+    type Encoded<'a> = Vec<u8>;
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         out.extend_from_slice(&self.floor.to_le_bytes());
@@ -451,20 +420,21 @@ impl<'a> Reader<'a> {
         }
     }
 
+    fn error(&self, reason: String) -> DecodeError {
+        DecodeError::new(format!("{}: {reason}", self.what))
+    }
+
     fn take(&mut self, len: usize) -> Result<&'a [u8]> {
         let end = self
             .offset
             .checked_add(len)
             .filter(|end| *end <= self.bytes.len());
         let Some(end) = end else {
-            return Err(LedgerError::corruption(
-                self.what,
-                format!(
-                    "needs {len} bytes at offset {}, row is {} bytes",
-                    self.offset,
-                    self.bytes.len()
-                ),
-            ));
+            return Err(self.error(format!(
+                "needs {len} bytes at offset {}, row is {} bytes",
+                self.offset,
+                self.bytes.len()
+            )));
         };
         let slice = &self.bytes[self.offset..end];
         self.offset = end;
@@ -490,24 +460,20 @@ impl<'a> Reader<'a> {
         match self.array::<1>()?[0] {
             0 => Ok(false),
             1 => Ok(true),
-            other => Err(LedgerError::corruption(
-                self.what,
-                format!("flag byte {other} at offset {}", self.offset - 1),
-            )),
+            other => Err(self.error(format!("flag byte {other} at offset {}", self.offset - 1))),
         }
     }
 
     fn recorded_outcome(&mut self) -> Result<OutcomeKind> {
         let code = self.array::<1>()?[0];
-        OutcomeKind::from_recorded_code(code).ok_or_else(|| {
-            LedgerError::corruption(self.what, format!("unknown outcome code {code}"))
-        })
+        OutcomeKind::from_recorded_code(code)
+            .ok_or_else(|| self.error(format!("unknown outcome code {code}")))
     }
 
     fn string_with_len(&mut self, len: u32) -> Result<String> {
         let bytes = self.take(len as usize)?;
         String::from_utf8(bytes.to_vec())
-            .map_err(|e| LedgerError::corruption(self.what, format!("string is not UTF-8: {e}")))
+            .map_err(|e| self.error(format!("string is not UTF-8: {e}")))
     }
 
     fn string_le(&mut self) -> Result<String> {
@@ -522,10 +488,7 @@ impl<'a> Reader<'a> {
 
     fn finish(&self) -> Result<()> {
         if self.offset != self.bytes.len() {
-            return Err(LedgerError::corruption(
-                self.what,
-                format!("{} trailing bytes", self.bytes.len() - self.offset),
-            ));
+            return Err(self.error(format!("{} trailing bytes", self.bytes.len() - self.offset)));
         }
         Ok(())
     }
@@ -536,7 +499,7 @@ mod tests {
     use super::*;
 
     fn round_trip<T: Codec + PartialEq + std::fmt::Debug>(value: T) {
-        let bytes = value.encode();
+        let bytes = value.encode().as_ref().to_vec();
         assert_eq!(T::decode(&bytes).unwrap(), value);
         assert!(
             T::decode(&bytes[..bytes.len() - 1]).is_err(),

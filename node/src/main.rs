@@ -126,6 +126,15 @@ enum InspectCommand {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// Block-handle storage on the reference workload: create, load, setters, connections (fresh temp dirs).
+    Handles {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Number of block ids (half mc, half wc 0).
+        #[arg(long, default_value_t = bench::HANDLES_DEFAULT_COUNT)]
+        count: usize,
+    },
     /// Concurrent raw clients on loopback against an in-process node serving archive_1: getBlockFull,
     /// getBlockDataChunk and getArchiveChunk. Uses a temporary data directory, not --data.
     Rpc(bench::RpcBenchArgs),
@@ -345,6 +354,9 @@ async fn execute(cli: Cli) -> Result<()> {
         Command::Bench {
             what: BenchCommand::Client(args),
         } => bench::client(args).await?,
+        Command::Bench {
+            what: BenchCommand::Handles { json, count },
+        } => bench::handles(json, count)?,
     }
     Ok(())
 }

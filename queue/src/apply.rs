@@ -6,7 +6,7 @@ use std::sync::Arc;
 use parking_lot::lock_api::{ArcMutexGuard, ArcRwLockReadGuard};
 use parking_lot::{RawMutex, RawRwLock};
 use regolith_formats::HashBytes;
-use rocksdb::WriteBatch;
+use regolith_kv::Batch;
 use tycho_types::models::BlockIdShort;
 
 use crate::db::{QueueDb, QueueSnapshot};
@@ -16,16 +16,17 @@ use crate::error::{QueueError, Result};
 use crate::message::MessageValue;
 use crate::router::RouterAddr;
 use crate::storage::QueueStorage;
+use crate::tables::QueueTables;
 use crate::tables::{
     Count, DiffInfoKey, IntMsgDiffInfo, IntMsgDiffsTail, IntMsgStatistics, MessageEntry,
-    MessageKey, ShardIntMessages, StatKey, TailKey, TailSeqno, MESSAGE_HEADER_LEN,
+    MessageKey, ShardIntMessages, StatKey, TailKey, TailSeqno,
 };
 use crate::zone::{self, DiffZone};
 
 /// A checked diff whose batch is ready. Holds L shared and the shard's mutex until written or dropped.
 #[must_use = "a PendingDiff writes nothing until `write` is called"]
 pub struct PendingDiff {
-    batch: WriteBatch,
+    batch: Batch<QueueTables>,
     db: Arc<QueueDb>,
     block: BlockIdShort,
     message_count: usize,
@@ -37,7 +38,7 @@ pub struct PendingDiff {
 impl PendingDiff {
     /// Writes the batch, then releases the locks.
     pub fn write(self) -> Result<()> {
-        crate::db::FailPoints::hit(&self.db.fail_points.apply_batch, "apply batch")?;
+        self.db.fail_points.apply_batch.check("apply batch")?;
         let context = format!("writing the diff of {}", self.block);
         let count = self.message_count;
         let db = self.db.clone();
@@ -145,8 +146,7 @@ pub(crate) fn prepare_diff<V: MessageValue>(
     }
 
     // 5. Batch (the destination check runs while the batch is built; an error discards it).
-    let mut batch = WriteBatch::default();
-    let messages_cf = db.cf::<ShardIntMessages>();
+    let mut batch = Batch::new();
     let mut value = Vec::with_capacity(512);
     for (key, message) in &diff.messages {
         let Some(dest) = RouterAddr::from_int_addr(message.destination()) else {
@@ -159,10 +159,14 @@ pub(crate) fn prepare_diff<V: MessageValue>(
             key: *key,
         };
         value.clear();
-        MessageEntry::write_header(&mut value, dest.workchain, dest.prefix());
         message.serialize(&mut value);
-        debug_assert!(value.len() >= MESSAGE_HEADER_LEN);
-        batch.put_cf(messages_cf, message_key.to_bytes(), &value);
+        let entry = MessageEntry {
+            dest_workchain: dest.workchain,
+            dest_prefix: dest.prefix(),
+            body: std::mem::take(&mut value),
+        };
+        db.batch_put::<ShardIntMessages>(&mut batch, &message_key, &entry);
+        value = entry.body;
     }
     for (partition, dests) in &statistics.counts {
         for (dest, count) in dests {

@@ -4,17 +4,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use regolith_formats::ShardIdent;
-use rocksdb::WriteBatch;
+use regolith_kv::Batch;
 use tycho_types::models::BlockIdShort;
 
-use crate::db::{FailPoints, QueueSnapshot};
+use crate::db::QueueSnapshot;
 use crate::diff::{CommitPointer, TopBlock};
 use crate::error::{QueueError, Result};
 use crate::gc::GcState;
 use crate::key::{PartitionIdx, QueueKey};
 use crate::storage::QueueStorage;
 use crate::tables::{
-    BlockIdBe, DiffInfoKey, IntMsgCommitPointer, IntMsgDiffInfo, IntMsgVar, ShardKey, Table,
+    BlockIdBe, DiffInfoKey, IntMsgCommitPointer, IntMsgDiffInfo, IntMsgVar, ShardKey,
     LAST_COMMITTED_MC_BLOCK_ID,
 };
 
@@ -98,7 +98,7 @@ pub(crate) fn commit(
     drop(snapshot);
 
     // 4. One batch: the found shards' pointers and the last committed mc block; then flush both families.
-    let mut batch = WriteBatch::default();
+    let mut batch = Batch::new();
     for (shard, pointer) in &new_pointers {
         db.batch_put::<IntMsgCommitPointer>(&mut batch, &ShardKey(*shard), pointer);
     }
@@ -107,9 +107,10 @@ pub(crate) fn commit(
         &LAST_COMMITTED_MC_BLOCK_ID,
         &BlockIdBe(mc.block_id),
     );
-    FailPoints::hit(&db.fail_points.commit_batch, "commit batch")?;
+    db.fail_points.commit_batch.check("commit batch")?;
     db.write(batch, &format!("committing mc block {}", mc.block_id.seqno))?;
-    db.flush_tables(&[IntMsgCommitPointer::NAME, IntMsgVar::NAME])?;
+    db.flush::<IntMsgCommitPointer>()?;
+    db.flush::<IntMsgVar>()?;
 
     // 5. GC bounds: a plain overwrite per (partition, source).
     gc.set_bounds(partitions, &bounds);

@@ -132,7 +132,7 @@ pub enum QueueError {
         context: String,
         /// The RocksDB error.
         #[source]
-        source: rocksdb::Error,
+        source: regolith_kv::rocksdb::Error,
     },
     /// A file operation failed.
     #[error("I/O error while {context}: {source}")]
@@ -236,11 +236,6 @@ pub enum ImportFailure {
 }
 
 impl QueueError {
-    pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(rocksdb::Error) -> Self {
-        let context = context.into();
-        move |source| Self::Storage { context, source }
-    }
-
     pub(crate) fn invalid(what: impl Into<String>) -> Self {
         Self::InvalidData { what: what.into() }
     }
@@ -250,6 +245,18 @@ impl From<FormatError> for QueueError {
     fn from(e: FormatError) -> Self {
         Self::InvalidData {
             what: e.to_string(),
+        }
+    }
+}
+
+impl From<regolith_kv::KvError> for QueueError {
+    fn from(e: regolith_kv::KvError) -> Self {
+        match e {
+            regolith_kv::KvError::Db { context, source } => Self::Storage { context, source },
+            regolith_kv::KvError::Corruption { table, key, reason } => Self::InvalidData {
+                what: format!("{table} row {key}: {reason}"),
+            },
+            regolith_kv::KvError::Injected(point) => Self::Injected(point),
         }
     }
 }

@@ -15,7 +15,6 @@ use parking_lot::Mutex;
 use regolith_formats::ShardIdent;
 use tokio::sync::Notify;
 
-use crate::db::FailPoints;
 use crate::delete::{delete, DeleteRange};
 use crate::key::{PartitionIdx, QueueKey};
 use crate::storage::{run_compactions, QueueStorage};
@@ -107,7 +106,7 @@ fn tick(state: &GcState, storage: &QueueStorage, done: &mut GcBounds) -> GcTickR
     if state.stopped.load(Ordering::Acquire) {
         return GcTickReport::default();
     }
-    if FailPoints::hit(&storage.db().fail_points.gc_tick_panic, "gc tick").is_err() {
+    if storage.db().fail_points.gc_tick_panic.take() {
         panic!("injected GC tick panic");
     }
     let delete_until = state.delete_until();

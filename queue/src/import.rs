@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use regolith_formats::queue_state::{QueueState, MAX_CHUNK_ROOTS};
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
-use rocksdb::WriteBatch;
+use regolith_kv::Batch;
 use tycho_types::boc::de::{BocHeader, Options as BocOptions};
 use tycho_types::boc::Boc;
 use tycho_types::cell::{Cell, CellFamily, Load};
 use tycho_types::models::{IntAddr, MsgInfo};
 
-use crate::db::{FailPoints, QueueDb};
+use crate::db::QueueDb;
 use crate::diff::{CommitPointer, PartitionCounts};
 use crate::diff_info::DiffInfo;
 use crate::error::{ImportFailure, QueueError, Result};
@@ -134,11 +134,10 @@ pub(crate) fn import(
     }
 
     let shard = block_id.shard;
-    let mut batch = WriteBatch::default();
+    let mut batch = Batch::new();
     let mut roots = Roots::new(&state.chunks);
     let listed = header.message_count();
     let mut messages = 0usize;
-    let mut value = Vec::with_capacity(512);
 
     for (diff, diff_hash) in header.diffs().iter().zip(header.diff_hashes()) {
         let router =
@@ -188,10 +187,12 @@ pub(crate) fn import(
                     shard,
                     key: QueueKey::new(info.created_lt, hash),
                 };
-                value.clear();
-                MessageEntry::write_header(&mut value, dst.workchain, dst.prefix());
-                value.extend_from_slice(&Boc::encode(&root));
-                batch.put_cf(db.cf::<ShardIntMessages>(), key.to_bytes(), &value);
+                let entry = MessageEntry {
+                    dest_workchain: dst.workchain,
+                    dest_prefix: dst.prefix(),
+                    body: Boc::encode(&root),
+                };
+                db.batch_put::<ShardIntMessages>(&mut batch, &key, &entry);
             }
             *counts.entry(partition).or_default().entry(dst).or_default() += 1;
             *shards_messages_count
@@ -268,7 +269,7 @@ pub(crate) fn import(
             &BlockIdBe(*block_id),
         );
     }
-    FailPoints::hit(&db.fail_points.import_batch, "import batch")?;
+    db.fail_points.import_batch.check("import batch")?;
     db.write(batch, &format!("importing the queue state of {block_id}"))?;
     metrics::counter!("regolith_queue_imported_messages_total").increment(messages as u64);
     tracing::info!(block = %block_id, diffs = summary.diffs, messages, "queue state imported");

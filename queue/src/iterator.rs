@@ -12,11 +12,13 @@ use crate::db::{OwnedIter, QueueSnapshot};
 use crate::error::{QueueError, Result};
 use crate::key::{shard_contains, PartitionIdx, QueueKey, ShardRange};
 use crate::message::MessageValue;
-use crate::tables::{MessageEntry, MessageKey, ShardIntMessages, MESSAGE_KEY_LEN};
+use regolith_kv::KeyRange;
+
+use crate::tables::{MessageEntry, MessageKey, ShardIntMessages};
 
 struct Source {
     shard: ShardIdent,
-    iter: OwnedIter,
+    iter: OwnedIter<ShardIntMessages>,
 }
 
 /// Iterates one partition's messages over several source ranges in ascending key order.
@@ -43,21 +45,15 @@ impl<V: MessageValue> QueueIterator<V> {
             if sources.iter().any(|s| s.shard == range.shard) {
                 return Err(QueueError::DuplicateIteratorSource(range.shard));
             }
-            let from = MessageKey {
+            let key = |key| MessageKey {
                 partition,
                 shard: range.shard,
-                key: range.from,
-            }
-            .to_bytes();
-            let to = MessageKey {
-                partition,
-                shard: range.shard,
-                key: range.to,
-            }
-            .to_bytes();
+                key,
+            };
+            let rows = KeyRange::between(&key(range.from), &key(range.to)).readahead(1 << 20);
             sources.push(Source {
                 shard: range.shard,
-                iter: OwnedIter::new::<ShardIntMessages>(snapshot.clone(), &from, &to),
+                iter: OwnedIter::new(snapshot.clone(), rows),
             });
         }
         let n = sources.len();
@@ -106,35 +102,26 @@ impl<V: MessageValue> QueueIterator<V> {
     fn refill(&mut self, index: usize) -> Result<()> {
         let source = &mut self.sources[index];
         loop {
-            let Some((key, value)) = source.iter.item() else {
-                return source.iter.status();
+            let Some(row) = source.iter.next() else {
+                return Ok(());
             };
-            if key.len() != MESSAGE_KEY_LEN {
-                let what = format!("message key of {} bytes", key.len());
-                source.iter.advance();
-                return Err(QueueError::invalid(what));
-            }
-            let queue_key = QueueKey::from_bytes(&key[14..])?;
+            let (key, entry): (MessageKey, MessageEntry) = row?;
+            let queue_key = key.key;
             self.scanned += 1;
             self.positions.insert(source.shard, queue_key);
-            let (dest_wc, dest_prefix, body) = match MessageEntry::split(value) {
-                Ok(parts) => parts,
-                Err(e) => {
-                    source.iter.advance();
-                    return Err(e);
-                }
-            };
-            if !shard_contains(&self.for_shard, i32::from(dest_wc), dest_prefix) {
-                source.iter.advance();
+            if !shard_contains(
+                &self.for_shard,
+                i32::from(entry.dest_workchain),
+                entry.dest_prefix,
+            ) {
                 continue;
             }
-            let decoded = V::deserialize(body);
-            source.iter.advance();
-            let message = decoded.map_err(|reason| QueueError::Deserialize {
-                source_shard: source.shard,
-                key: queue_key,
-                reason,
-            })?;
+            let message =
+                V::deserialize(&entry.body).map_err(|reason| QueueError::Deserialize {
+                    source_shard: source.shard,
+                    key: queue_key,
+                    reason,
+                })?;
             self.pending[index] = Some(Arc::new(message));
             self.heap.push(Reverse((queue_key, index)));
             return Ok(());

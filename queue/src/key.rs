@@ -220,19 +220,6 @@ impl From<BoundedShardRange> for ShardRange {
     }
 }
 
-/// Increments a big-endian number in place; `false` on overflow (the value wrapped to zero).
-pub(crate) fn increment_be(bytes: &mut [u8]) -> bool {
-    for byte in bytes.iter_mut().rev() {
-        if *byte == 0xff {
-            *byte = 0;
-        } else {
-            *byte += 1;
-            return true;
-        }
-    }
-    false
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,14 +290,5 @@ mod tests {
         let n = r.normalize();
         assert_eq!(n.from, a.next_value());
         assert_eq!(n.to, a.next_value());
-    }
-
-    #[test]
-    fn increment_overflows() {
-        let mut b = [0x00, 0xff];
-        assert!(increment_be(&mut b));
-        assert_eq!(b, [1, 0]);
-        let mut b = [0xff, 0xff];
-        assert!(!increment_be(&mut b));
     }
 }

@@ -6,12 +6,14 @@ use std::collections::BTreeMap;
 
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
 
-use crate::db::{iter_status, QueueSnapshot};
+use regolith_kv::KeyRange;
+
+use crate::db::QueueSnapshot;
 use crate::diff::CommitPointer;
 use crate::diff_info::DiffInfo;
 use crate::error::Result;
 use crate::key::{PartitionIdx, QueueKey};
-use crate::tables::{self, Codec, Count, DiffInfoKey, IntMsgDiffInfo, IntMsgStatistics, StatKey};
+use crate::tables::{Count, DiffInfoKey, IntMsgDiffInfo, IntMsgStatistics, ShardKey};
 use crate::zone::{self, DiffZone};
 
 /// One stored diff record.
@@ -52,25 +54,18 @@ pub(crate) fn overview(snapshot: &QueueSnapshot, with_digest: bool) -> Result<Qu
 
     // Statistics rows: (shard, max_message) → partition → count.
     let mut counts: BTreeMap<(ShardIdent, QueueKey), BTreeMap<PartitionIdx, u64>> = BTreeMap::new();
-    let mut it = snapshot.iter::<IntMsgStatistics>(&[], None);
-    while let Some((k, v)) = it.item() {
-        let key = StatKey::decode(k)?;
-        let Count(count) = Count::decode(v)?;
+    for row in snapshot.iter::<IntMsgStatistics>(KeyRange::all()) {
+        let (key, Count(count)) = row?;
         *counts
             .entry((key.shard, key.max_message))
             .or_default()
             .entry(key.partition)
             .or_default() += count;
-        it.next();
     }
-    iter_status(&it, "reading statistics rows")?;
-    drop(it);
 
     let mut diffs = Vec::new();
-    let mut it = snapshot.iter::<IntMsgDiffInfo>(&[], None);
-    while let Some((k, v)) = it.item() {
-        let key = DiffInfoKey::decode(k)?;
-        let info = DiffInfo::decode(v)?;
+    for row in snapshot.iter::<IntMsgDiffInfo>(KeyRange::all()) {
+        let (key, info) = row?;
         let pointer = commit_pointers.get(&key.shard);
         let zone = if DiffZone::Committed.contains(&info.max_message, pointer) {
             DiffZone::Committed
@@ -87,10 +82,7 @@ pub(crate) fn overview(snapshot: &QueueSnapshot, with_digest: bool) -> Result<Qu
                 .unwrap_or_default(),
             info,
         });
-        it.next();
     }
-    iter_status(&it, "reading diff records")?;
-    drop(it);
 
     let mut gc_bounds: BTreeMap<ShardIdent, QueueKey> = BTreeMap::new();
     for (shard, pointer) in &commit_pointers {
@@ -125,21 +117,22 @@ pub(crate) fn overview(snapshot: &QueueSnapshot, with_digest: bool) -> Result<Qu
 /// BLAKE3 over (family name, key, value) of every entry, families in declaration order, keys in order.
 /// Lengths are hashed too, so different splits of the same bytes give different digests.
 fn digest(snapshot: &QueueSnapshot) -> Result<HashBytes> {
-    let mut hasher = blake3::Hasher::new();
-    for name in tables::ALL_TABLES {
-        hasher.update(&(name.len() as u32).to_le_bytes());
-        hasher.update(name.as_bytes());
-        let mut it = snapshot.iter_by_name(name);
-        while let Some((k, v)) = it.item() {
+    let hasher = std::cell::RefCell::new(blake3::Hasher::new());
+    snapshot.for_each_raw_row(
+        |name| {
+            let mut hasher = hasher.borrow_mut();
+            hasher.update(&(name.len() as u32).to_le_bytes());
+            hasher.update(name.as_bytes());
+        },
+        |k, v| {
+            let mut hasher = hasher.borrow_mut();
             hasher.update(&(k.len() as u32).to_le_bytes());
             hasher.update(k);
             hasher.update(&(v.len() as u64).to_le_bytes());
             hasher.update(v);
-            it.next();
-        }
-        iter_status(&it, "hashing the queue content")?;
-    }
-    Ok(HashBytes(*hasher.finalize().as_bytes()))
+        },
+    )?;
+    Ok(HashBytes(*hasher.into_inner().finalize().as_bytes()))
 }
 
 /// Every shard that has at least one diff record, found with one seek per shard.
@@ -147,20 +140,14 @@ pub(crate) fn shards_with_records(
     snapshot: &QueueSnapshot,
 ) -> Result<std::collections::BTreeSet<ShardIdent>> {
     let mut out = std::collections::BTreeSet::new();
-    let mut it = snapshot.iter::<IntMsgDiffInfo>(&[], None);
-    while let Some((k, _)) = it.item() {
-        let key = DiffInfoKey::decode(k)?;
+    let mut range = Some(KeyRange::all());
+    while let Some(rows) = range {
+        let Some(key) = snapshot.keys::<IntMsgDiffInfo>(rows).next().transpose()? else {
+            break;
+        };
         out.insert(key.shard);
-        // The first key after every record of this shard: shard ‖ ff ff ff ff ‖ 00.
-        let mut next = DiffInfoKey {
-            shard: key.shard,
-            seqno: u32::MAX,
-        }
-        .to_bytes()
-        .to_vec();
-        next.push(0);
-        it.seek(&next);
+        // Next: the first key after every record of this shard.
+        range = KeyRange::after_prefix(&ShardKey(key.shard));
     }
-    iter_status(&it, "listing the shards of the diff records")?;
     Ok(out)
 }

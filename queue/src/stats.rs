@@ -5,14 +5,16 @@ use std::collections::BTreeMap;
 
 use regolith_formats::ShardIdent;
 
-use crate::db::{iter_status, QueueSnapshot};
+use regolith_kv::KeyRange;
+
+use crate::db::QueueSnapshot;
 use crate::diff::{DiffStatistics, PartitionCounts};
 use crate::diff_info::DiffInfo;
 use crate::error::Result;
-use crate::key::{full_shard, shard_to_bytes, PartitionIdx, QueueKey, ShardRange};
+use crate::key::{full_shard, PartitionIdx, QueueKey, ShardRange};
 use crate::router::{PartitionRouter, RouterAddr};
 use crate::tables::{
-    diff_prefix, Codec, Count, IntMsgDiffsTail, IntMsgStatistics, StatKey, TailKey,
+    Count, DiffPrefix, IntMsgDiffsTail, IntMsgStatistics, ShardKey, StatKey, TailKey,
 };
 
 /// Destination → count.
@@ -31,14 +33,17 @@ fn for_each_row(
         return Ok(());
     }
     // Prefix bounds: a row whose diff max equals `to` sorts after the 54-byte `to` prefix, so it is excluded.
-    let from = diff_prefix(&range.shard, partition, &range.from);
-    let to = diff_prefix(&range.shard, partition, &range.to);
-    let mut it = snapshot.iter::<IntMsgStatistics>(&from, Some(&to));
-    while let Some((k, v)) = it.item() {
-        f(StatKey::decode(k)?, Count::decode(v)?.0);
-        it.next();
+    let prefix = |key: &QueueKey| DiffPrefix {
+        shard: range.shard,
+        partition,
+        max_message: *key,
+    };
+    let rows = KeyRange::between(&prefix(&range.from), &prefix(&range.to));
+    for row in snapshot.iter::<IntMsgStatistics>(rows) {
+        let (key, Count(count)) = row?;
+        f(key, count);
     }
-    iter_status(&it, "reading statistics")
+    Ok(())
 }
 
 /// Sums per destination the rows of every range × partition.
@@ -90,17 +95,13 @@ pub(crate) fn diffs_tail_len(
     let start = TailKey {
         shard,
         max_message: from.next_value(),
-    }
-    .to_bytes();
-    let mut end = shard_to_bytes(&shard).to_vec();
-    end.extend_from_slice(&[0xff; 41]);
-    let mut it = snapshot.iter::<IntMsgDiffsTail>(&start, Some(&end));
+    };
+    let rows = KeyRange::prefix(&ShardKey(shard)).at_least(&start);
     let mut count = 0u32;
-    while it.valid() {
+    for key in snapshot.keys::<IntMsgDiffsTail>(rows) {
+        key?;
         count += 1;
-        it.next();
     }
-    iter_status(&it, "counting the diff tail")?;
     Ok(count)
 }
 

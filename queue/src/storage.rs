@@ -9,9 +9,12 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
 
+use regolith_kv::{Db, KeyRange, Table};
+
 use crate::db::{QueueDb, QueueSnapshot};
 use crate::error::Result;
 use crate::import::{self, ImportSummary};
+use crate::tables::QueueTables;
 
 /// Name of the queue database directory inside the node's data directory.
 pub const QUEUE_DB_DIR: &str = "int_queue";
@@ -19,9 +22,18 @@ pub const QUEUE_DB_DIR: &str = "int_queue";
 /// A range compaction to run after a range delete: (table, from, to).
 #[derive(Debug, Clone)]
 pub(crate) struct CompactionJob {
-    pub table: &'static str,
-    pub from: Vec<u8>,
-    pub to: Vec<u8>,
+    pub range: KeyRange,
+    pub compact: fn(&Db<QueueTables>, &KeyRange),
+}
+
+impl CompactionJob {
+    /// A compaction of `range` of table `T`.
+    pub(crate) fn of<T: Table<Schema = QueueTables>>(range: KeyRange) -> Self {
+        Self {
+            range,
+            compact: |db, range| db.compact_range::<T>(range),
+        }
+    }
 }
 
 /// Runs compactions on a background thread; dropping it waits for the thread to finish.
@@ -59,7 +71,7 @@ impl Drop for Compactor {
 
 pub(crate) fn run_compactions(db: &QueueDb, jobs: &[CompactionJob]) {
     for job in jobs {
-        db.compact_range(job.table, &job.from, &job.to);
+        (job.compact)(db, &job.range);
     }
 }
 

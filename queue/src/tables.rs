@@ -5,64 +5,80 @@
 
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
 
+use regolith_kv::rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options};
+use regolith_kv::{tables, DecodeError};
+pub use regolith_kv::{Codec, Table};
+
 use crate::diff::CommitPointer;
 use crate::diff_info::DiffInfo;
-use crate::error::{QueueError, Result};
 use crate::key::{
     shard_from_bytes, shard_to_bytes, PartitionIdx, QueueKey, QUEUE_KEY_LEN, SHARD_LEN,
 };
 use crate::router::{RouterAddr, ROUTER_ADDR_LEN};
 
-/// A key or value with a byte encoding.
-pub trait Codec: Sized {
-    /// Encodes the value.
-    fn encode(&self) -> Vec<u8>;
-    /// Decodes a stored value; a wrong length or shape is an `InvalidData` error.
-    fn decode(bytes: &[u8]) -> Result<Self>;
-}
-
-/// A column family with its key and value types.
-pub trait Table {
-    /// Column family name.
-    const NAME: &'static str;
-    /// Key type.
-    type Key: Codec;
-    /// Value type.
-    type Value: Codec;
-}
-
-macro_rules! tables {
-    ($($(#[$doc:meta])* $name:ident: $cf:literal, $key:ty => $value:ty;)*) => {
-        $(
-            $(#[$doc])*
-            pub struct $name;
-            impl Table for $name {
-                const NAME: &'static str = $cf;
-                type Key = $key;
-                type Value = $value;
-            }
-        )*
-        /// Names of every column family of the database (RocksDB's `default` stays empty).
-        pub const ALL_TABLES: &[&str] = &[$($cf),*];
-    };
-}
-
 tables! {
+    /// The six tables of the `int_queue` database (RocksDB's `default` stays empty); options are built
+    /// around the block cache they share.
+    schema QueueTables(Cache);
     /// Message bodies: partition (2) ‖ source shard (12) ‖ message key (40) = 54 B →
     /// dest workchain i8 (1) ‖ dest address prefix u64 LE (8) ‖ message BOC.
-    ShardIntMessages: "shard_int_messages", MessageKey => MessageEntry;
+    ShardIntMessages: "shard_int_messages", MessageKey => MessageEntry, options = message_options;
     /// Statistics rows: source shard (12) ‖ partition (2) ‖ diff max_message (40) ‖ dest RouterAddr (33) = 87 B
     /// → count u64 LE. The first 54 bytes are the diff prefix; ranges always use prefix bounds.
-    IntMsgStatistics: "int_msg_statistics", StatKey => Count;
+    IntMsgStatistics: "int_msg_statistics", StatKey => Count, options = bulk_options;
     /// Diff tail: shard (12) ‖ diff max_message (40) = 52 B → seqno u32 LE.
-    IntMsgDiffsTail: "int_msg_diffs_tail", TailKey => TailSeqno;
+    IntMsgDiffsTail: "int_msg_diffs_tail", TailKey => TailSeqno, options = bulk_options;
     /// Diff records: shard (12) ‖ seqno u32 BE = 16 B → [`DiffInfo`] bytes.
-    IntMsgDiffInfo: "int_msg_diff_info", DiffInfoKey => DiffInfo;
+    IntMsgDiffInfo: "int_msg_diff_info", DiffInfoKey => DiffInfo, options = bulk_options;
     /// Commit pointers: shard (12) → queue_key (40, lt BE) ‖ seqno u32 BE = 44 B.
-    IntMsgCommitPointer: "int_msg_commit_pointer", ShardKey => CommitPointer;
+    IntMsgCommitPointer: "int_msg_commit_pointer", ShardKey => CommitPointer, options = point_options;
     /// Single values: ASCII `last_committed_mc_block_id` → BlockId, 80 B: shard (12, BE) ‖ seqno u32 BE ‖
     /// root_hash ‖ file_hash.
-    IntMsgVar: "int_msg_var", VarKey => BlockIdBe;
+    IntMsgVar: "int_msg_var", VarKey => BlockIdBe, options = point_options;
+}
+
+/// Write buffer size of the bulk families.
+const WRITE_BUFFER_BYTES: usize = 256 << 20;
+/// Minimum blob size of message bodies.
+const MIN_BLOB_BYTES: u64 = 32 << 10;
+
+/// The bulk families: no compression, big write buffers, and no auto compaction (every range delete is
+/// followed by an explicit range compaction instead).
+fn bulk_options(opts: &mut Options, cache: &Cache) {
+    let mut block = BlockBasedOptions::default();
+    block.set_block_cache(cache);
+    opts.set_block_based_table_factory(&block);
+    opts.set_compression_type(DBCompressionType::None);
+    opts.set_write_buffer_size(WRITE_BUFFER_BYTES);
+    opts.set_max_write_buffer_number(2);
+    opts.set_disable_auto_compactions(true);
+}
+
+/// Message bodies: a bulk family with BlobDB for large bodies.
+fn message_options(opts: &mut Options, cache: &Cache) {
+    bulk_options(opts, cache);
+    opts.set_enable_blob_files(true);
+    opts.set_min_blob_size(MIN_BLOB_BYTES);
+    opts.set_enable_blob_gc(true);
+    opts.set_blob_compression_type(DBCompressionType::None);
+}
+
+/// The small point-lookup families: bloom filters, memtable bloom.
+fn point_options(opts: &mut Options, cache: &Cache) {
+    let mut block = BlockBasedOptions::default();
+    block.set_block_cache(cache);
+    block.set_bloom_filter(10.0, false);
+    block.set_whole_key_filtering(true);
+    opts.set_block_based_table_factory(&block);
+    opts.set_memtable_whole_key_filtering(true);
+    opts.set_memtable_prefix_bloom_ratio(0.1);
+}
+
+type Result<T, E = DecodeError> = std::result::Result<T, E>;
+
+/// A decode of a part (shard, queue key, router address) as a row decode error.
+fn part<T>(result: crate::error::Result<T>) -> Result<T> {
+    result.map_err(DecodeError::new)
 }
 
 /// Length of a message key.
@@ -79,13 +95,7 @@ pub const MESSAGE_HEADER_LEN: usize = 9;
 pub const LAST_COMMITTED_MC_BLOCK_ID: VarKey = VarKey("last_committed_mc_block_id");
 
 fn check_len(what: &str, bytes: &[u8], len: usize) -> Result<()> {
-    if bytes.len() != len {
-        return Err(QueueError::invalid(format!(
-            "{what} of {} bytes, expected {len}",
-            bytes.len()
-        )));
-    }
-    Ok(())
+    DecodeError::check_len(what, bytes, len)
 }
 
 /// Key of `shard_int_messages`.
@@ -111,15 +121,16 @@ impl MessageKey {
 }
 
 impl Codec for MessageKey {
-    fn encode(&self) -> Vec<u8> {
-        self.to_bytes().to_vec()
+    type Encoded<'a> = [u8; MESSAGE_KEY_LEN];
+    fn encode(&self) -> [u8; MESSAGE_KEY_LEN] {
+        self.to_bytes()
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
         check_len("message key", bytes, MESSAGE_KEY_LEN)?;
         Ok(Self {
             partition: u16::from_be_bytes([bytes[0], bytes[1]]),
-            shard: shard_from_bytes(&bytes[2..14])?,
-            key: QueueKey::from_bytes(&bytes[14..])?,
+            shard: part(shard_from_bytes(&bytes[2..14]))?,
+            key: part(QueueKey::from_bytes(&bytes[14..]))?,
         })
     }
 }
@@ -143,9 +154,9 @@ impl MessageEntry {
     }
 
     /// Reads the value header without touching the body: (dest workchain, dest prefix, body).
-    pub fn split(bytes: &[u8]) -> Result<(i8, u64, &[u8])> {
+    pub fn split(bytes: &[u8]) -> crate::error::Result<(i8, u64, &[u8])> {
         if bytes.len() < MESSAGE_HEADER_LEN {
-            return Err(QueueError::invalid(format!(
+            return Err(crate::error::QueueError::invalid(format!(
                 "message value of {} bytes is shorter than its header",
                 bytes.len()
             )));
@@ -159,6 +170,7 @@ impl MessageEntry {
 }
 
 impl Codec for MessageEntry {
+    type Encoded<'a> = Vec<u8>;
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(MESSAGE_HEADER_LEN + self.body.len());
         Self::write_header(&mut out, self.dest_workchain, self.dest_prefix);
@@ -166,7 +178,7 @@ impl Codec for MessageEntry {
         out
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
-        let (dest_workchain, dest_prefix, body) = Self::split(bytes)?;
+        let (dest_workchain, dest_prefix, body) = part(Self::split(bytes))?;
         Ok(Self {
             dest_workchain,
             dest_prefix,
@@ -181,6 +193,42 @@ pub fn message_prefix(partition: PartitionIdx, shard: &ShardIdent) -> [u8; 14] {
     out[..2].copy_from_slice(&partition.to_be_bytes());
     out[2..].copy_from_slice(&shard_to_bytes(shard));
     out
+}
+
+/// The prefix `partition ‖ shard` of a source's rows in `shard_int_messages`, as a range bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessagePrefix(pub PartitionIdx, pub ShardIdent);
+
+impl Codec for MessagePrefix {
+    type Encoded<'a> = [u8; 14];
+    fn encode(&self) -> [u8; 14] {
+        message_prefix(self.0, &self.1)
+    }
+    fn decode(_: &[u8]) -> Result<Self> {
+        Err(DecodeError::new("message prefixes are not stored"))
+    }
+}
+
+/// The 54-byte prefix `shard ‖ partition ‖ max_message` of a diff's rows in `int_msg_statistics`, as a
+/// range bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiffPrefix {
+    /// Source shard.
+    pub shard: ShardIdent,
+    /// Partition.
+    pub partition: PartitionIdx,
+    /// `max_message` of the diff.
+    pub max_message: QueueKey,
+}
+
+impl Codec for DiffPrefix {
+    type Encoded<'a> = [u8; DIFF_PREFIX_LEN];
+    fn encode(&self) -> [u8; DIFF_PREFIX_LEN] {
+        diff_prefix(&self.shard, self.partition, &self.max_message)
+    }
+    fn decode(_: &[u8]) -> Result<Self> {
+        Err(DecodeError::new("diff prefixes are not stored"))
+    }
 }
 
 /// Key of `int_msg_statistics`.
@@ -210,19 +258,24 @@ pub fn diff_prefix(
 }
 
 impl Codec for StatKey {
-    fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(STAT_KEY_LEN);
-        out.extend_from_slice(&diff_prefix(&self.shard, self.partition, &self.max_message));
-        out.extend_from_slice(&self.dest.to_bytes());
+    type Encoded<'a> = [u8; STAT_KEY_LEN];
+    fn encode(&self) -> [u8; STAT_KEY_LEN] {
+        let mut out = [0u8; STAT_KEY_LEN];
+        out[..DIFF_PREFIX_LEN].copy_from_slice(&diff_prefix(
+            &self.shard,
+            self.partition,
+            &self.max_message,
+        ));
+        out[DIFF_PREFIX_LEN..].copy_from_slice(&self.dest.to_bytes());
         out
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
         check_len("statistics key", bytes, STAT_KEY_LEN)?;
         Ok(Self {
-            shard: shard_from_bytes(&bytes[..12])?,
+            shard: part(shard_from_bytes(&bytes[..12]))?,
             partition: u16::from_be_bytes([bytes[12], bytes[13]]),
-            max_message: QueueKey::from_bytes(&bytes[14..54])?,
-            dest: RouterAddr::from_bytes(&bytes[54..])?,
+            max_message: part(QueueKey::from_bytes(&bytes[14..54]))?,
+            dest: part(RouterAddr::from_bytes(&bytes[54..]))?,
         })
     }
 }
@@ -232,8 +285,9 @@ impl Codec for StatKey {
 pub struct Count(pub u64);
 
 impl Codec for Count {
-    fn encode(&self) -> Vec<u8> {
-        self.0.to_le_bytes().to_vec()
+    type Encoded<'a> = [u8; 8];
+    fn encode(&self) -> [u8; 8] {
+        self.0.to_le_bytes()
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
         check_len("count", bytes, 8)?;
@@ -261,14 +315,15 @@ impl TailKey {
 }
 
 impl Codec for TailKey {
-    fn encode(&self) -> Vec<u8> {
-        self.to_bytes().to_vec()
+    type Encoded<'a> = [u8; TAIL_KEY_LEN];
+    fn encode(&self) -> [u8; TAIL_KEY_LEN] {
+        self.to_bytes()
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
         check_len("tail key", bytes, TAIL_KEY_LEN)?;
         Ok(Self {
-            shard: shard_from_bytes(&bytes[..12])?,
-            max_message: QueueKey::from_bytes(&bytes[12..])?,
+            shard: part(shard_from_bytes(&bytes[..12]))?,
+            max_message: part(QueueKey::from_bytes(&bytes[12..]))?,
         })
     }
 }
@@ -278,8 +333,9 @@ impl Codec for TailKey {
 pub struct TailSeqno(pub u32);
 
 impl Codec for TailSeqno {
-    fn encode(&self) -> Vec<u8> {
-        self.0.to_le_bytes().to_vec()
+    type Encoded<'a> = [u8; 4];
+    fn encode(&self) -> [u8; 4] {
+        self.0.to_le_bytes()
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
         check_len("tail seqno", bytes, 4)?;
@@ -307,24 +363,26 @@ impl DiffInfoKey {
 }
 
 impl Codec for DiffInfoKey {
-    fn encode(&self) -> Vec<u8> {
-        self.to_bytes().to_vec()
+    type Encoded<'a> = [u8; 16];
+    fn encode(&self) -> [u8; 16] {
+        self.to_bytes()
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
         check_len("diff record key", bytes, 16)?;
         Ok(Self {
-            shard: shard_from_bytes(&bytes[..12])?,
+            shard: part(shard_from_bytes(&bytes[..12]))?,
             seqno: u32::from_be_bytes(bytes[12..].try_into().unwrap()),
         })
     }
 }
 
 impl Codec for DiffInfo {
+    type Encoded<'a> = Vec<u8>;
     fn encode(&self) -> Vec<u8> {
         DiffInfo::encode(self)
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
-        DiffInfo::decode(bytes)
+        part(DiffInfo::decode(bytes))
     }
 }
 
@@ -333,25 +391,27 @@ impl Codec for DiffInfo {
 pub struct ShardKey(pub ShardIdent);
 
 impl Codec for ShardKey {
-    fn encode(&self) -> Vec<u8> {
-        shard_to_bytes(&self.0).to_vec()
+    type Encoded<'a> = [u8; SHARD_LEN];
+    fn encode(&self) -> [u8; SHARD_LEN] {
+        shard_to_bytes(&self.0)
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
-        Ok(Self(shard_from_bytes(bytes)?))
+        Ok(Self(part(shard_from_bytes(bytes))?))
     }
 }
 
 impl Codec for CommitPointer {
-    fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(44);
-        out.extend_from_slice(&self.queue_key.to_bytes());
-        out.extend_from_slice(&self.seqno.to_be_bytes());
+    type Encoded<'a> = [u8; 44];
+    fn encode(&self) -> [u8; 44] {
+        let mut out = [0u8; 44];
+        out[..40].copy_from_slice(&self.queue_key.to_bytes());
+        out[40..].copy_from_slice(&self.seqno.to_be_bytes());
         out
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
         check_len("commit pointer", bytes, 44)?;
         Ok(Self {
-            queue_key: QueueKey::from_bytes(&bytes[..40])?,
+            queue_key: part(QueueKey::from_bytes(&bytes[..40]))?,
             seqno: u32::from_be_bytes(bytes[40..].try_into().unwrap()),
         })
     }
@@ -362,11 +422,12 @@ impl Codec for CommitPointer {
 pub struct VarKey(pub &'static str);
 
 impl Codec for VarKey {
-    fn encode(&self) -> Vec<u8> {
-        self.0.as_bytes().to_vec()
+    type Encoded<'a> = &'a [u8];
+    fn encode(&self) -> &[u8] {
+        self.0.as_bytes()
     }
     fn decode(_: &[u8]) -> Result<Self> {
-        Err(QueueError::invalid("var keys are not enumerated"))
+        Err(DecodeError::new("var keys are not enumerated"))
     }
 }
 
@@ -375,18 +436,19 @@ impl Codec for VarKey {
 pub struct BlockIdBe(pub BlockId);
 
 impl Codec for BlockIdBe {
-    fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(80);
-        out.extend_from_slice(&shard_to_bytes(&self.0.shard));
-        out.extend_from_slice(&self.0.seqno.to_be_bytes());
-        out.extend_from_slice(&self.0.root_hash.0);
-        out.extend_from_slice(&self.0.file_hash.0);
+    type Encoded<'a> = [u8; 80];
+    fn encode(&self) -> [u8; 80] {
+        let mut out = [0u8; 80];
+        out[..12].copy_from_slice(&shard_to_bytes(&self.0.shard));
+        out[12..16].copy_from_slice(&self.0.seqno.to_be_bytes());
+        out[16..48].copy_from_slice(&self.0.root_hash.0);
+        out[48..].copy_from_slice(&self.0.file_hash.0);
         out
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
         check_len("block id", bytes, 80)?;
         Ok(Self(BlockId {
-            shard: shard_from_bytes(&bytes[..12])?,
+            shard: part(shard_from_bytes(&bytes[..12]))?,
             seqno: u32::from_be_bytes(bytes[12..16].try_into().unwrap()),
             root_hash: HashBytes(bytes[16..48].try_into().unwrap()),
             file_hash: HashBytes(bytes[48..80].try_into().unwrap()),
@@ -410,7 +472,7 @@ mod tests {
         let mut expected = vec![0x00, 0x01, 0, 0, 0, 0, 0x80, 0, 0, 0, 0, 0, 0, 0];
         expected.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
         expected.extend_from_slice(&[0xaa; 32]);
-        assert_eq!(bytes, expected);
+        assert_eq!(bytes.to_vec(), expected);
         assert_eq!(MessageKey::decode(&bytes).unwrap(), key);
         let mut value = Vec::new();
         MessageEntry::write_header(&mut value, -1, 0x1122334455667788);

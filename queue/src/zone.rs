@@ -5,13 +5,15 @@ use std::collections::BTreeMap;
 
 use regolith_formats::{BlockId, ShardIdent};
 
-use crate::db::{iter_status, QueueSnapshot};
+use regolith_kv::KeyRange;
+
+use crate::db::QueueSnapshot;
 use crate::diff::CommitPointer;
 use crate::diff_info::DiffInfo;
 use crate::error::Result;
-use crate::key::{shard_to_bytes, QueueKey};
+use crate::key::QueueKey;
 use crate::tables::{
-    BlockIdBe, Codec, DiffInfoKey, IntMsgCommitPointer, IntMsgDiffInfo, IntMsgVar, ShardKey,
+    BlockIdBe, DiffInfoKey, IntMsgCommitPointer, IntMsgDiffInfo, IntMsgVar, ShardKey,
     LAST_COMMITTED_MC_BLOCK_ID,
 };
 
@@ -48,7 +50,7 @@ pub(crate) fn pointer(
     snapshot: &QueueSnapshot,
     shard: ShardIdent,
 ) -> Result<Option<CommitPointer>> {
-    snapshot.get::<IntMsgCommitPointer>(&ShardKey(shard))
+    Ok(snapshot.get::<IntMsgCommitPointer>(&ShardKey(shard))?)
 }
 
 /// Every commit pointer.
@@ -56,12 +58,10 @@ pub(crate) fn all_pointers(
     snapshot: &QueueSnapshot,
 ) -> Result<BTreeMap<ShardIdent, CommitPointer>> {
     let mut out = BTreeMap::new();
-    let mut it = snapshot.iter::<IntMsgCommitPointer>(&[], None);
-    while let Some((k, v)) = it.item() {
-        out.insert(ShardKey::decode(k)?.0, CommitPointer::decode(v)?);
-        it.next();
+    for row in snapshot.iter::<IntMsgCommitPointer>(KeyRange::all()) {
+        let (ShardKey(shard), pointer) = row?;
+        out.insert(shard, pointer);
     }
-    iter_status(&it, "reading commit pointers")?;
     Ok(out)
 }
 
@@ -86,21 +86,8 @@ pub(crate) fn diff_info(
 
 /// The shard's record with the highest seqno (either zone).
 pub(crate) fn last_record(snapshot: &QueueSnapshot, shard: ShardIdent) -> Result<Option<DiffInfo>> {
-    let from = shard_to_bytes(&shard);
-    let mut to = [0u8; 16];
-    to[..12].copy_from_slice(&from);
-    to[12..].copy_from_slice(&[0xff; 4]);
-    // Upper bound is exclusive, so extend by one byte to include seqno u32::MAX.
-    let mut to = to.to_vec();
-    to.push(0);
-    let it = snapshot.iter_last::<IntMsgDiffInfo>(&from, &to);
-    match it.item() {
-        Some((_, v)) => Ok(Some(DiffInfo::decode(v)?)),
-        None => {
-            iter_status(&it, "reading the last diff record")?;
-            Ok(None)
-        }
-    }
+    let mut rows = snapshot.iter_rev::<IntMsgDiffInfo>(KeyRange::prefix(&ShardKey(shard)));
+    Ok(rows.next().transpose()?.map(|(_, info)| info))
 }
 
 /// The last committed mc block.

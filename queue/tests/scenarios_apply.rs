@@ -131,7 +131,7 @@ fn s04_message_key_and_value_layout() {
         0x00, 0x01, 0, 0, 0, 0, 0x80, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8,
     ];
     expected.extend_from_slice(&[0xaa; 32]);
-    assert_eq!(k.encode(), expected);
+    assert_eq!(k.encode().to_vec(), expected);
 }
 
 #[test]

@@ -3,7 +3,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 
 use common::*;
 use regolith_formats::HashBytes;
@@ -508,11 +507,7 @@ fn commit_batch_failure_is_not_observable() {
         .unwrap();
         apply(q, SH, 1, msgs([2], &b1(), &b2()), None).unwrap();
         let before = env.dump();
-        q.storage()
-            .db()
-            .fail_points
-            .commit_batch
-            .store(true, Ordering::SeqCst);
+        q.storage().db().fail_points.commit_batch.arm();
         assert!(matches!(
             q.commit(
                 &[top(mc_block(1), true, 1), top(block(SH, 1), true, 1)],

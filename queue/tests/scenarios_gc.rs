@@ -3,7 +3,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::*;
@@ -114,11 +113,7 @@ fn s32_failed_delete_is_covered_by_the_next_bound() {
     let env = Env::new();
     let keys = scenario_30(&env);
     let q = env.q();
-    q.storage()
-        .db()
-        .fail_points
-        .delete_batch
-        .store(true, Ordering::SeqCst);
+    q.storage().db().fail_points.delete_batch.arm();
     let report = q.run_gc_tick().unwrap();
     assert_eq!(report.failed.len() + report.deleted.len(), 2);
     assert_eq!(report.failed.len(), 1);
@@ -127,11 +122,7 @@ fn s32_failed_delete_is_covered_by_the_next_bound() {
     assert_eq!(report.deleted.len(), 2);
     assert_eq!(all_lts(q), (26..=30).collect::<Vec<_>>());
     // A panic inside a tick is caught; the next tick still runs.
-    q.storage()
-        .db()
-        .fail_points
-        .gc_tick_panic
-        .store(true, Ordering::SeqCst);
+    q.storage().db().fail_points.gc_tick_panic.arm();
     assert!(q.run_gc_tick().is_some());
     commit_bound(q, 3, keys[30]);
     assert_eq!(q.run_gc_tick().unwrap().deleted.len(), 2);
@@ -156,11 +147,7 @@ fn s32_gc_task_survives_a_panicking_tick() {
             .unwrap()
     });
     let keys = three_diffs(&q);
-    storage
-        .db()
-        .fail_points
-        .gc_tick_panic
-        .store(true, Ordering::SeqCst);
+    storage.db().fail_points.gc_tick_panic.arm();
     // Liveness guard only (no timing assertion): wait until a tick consumed the injected panic.
     let wait = |cond: &dyn Fn() -> bool| {
         for _ in 0..600 {
@@ -171,11 +158,7 @@ fn s32_gc_task_survives_a_panicking_tick() {
         }
         false
     };
-    assert!(wait(&|| !storage
-        .db()
-        .fail_points
-        .gc_tick_panic
-        .load(Ordering::SeqCst)));
+    assert!(wait(&|| !storage.db().fail_points.gc_tick_panic.is_armed()));
     commit_bound(&q, 1, keys[15]);
     assert!(wait(&|| all_lts(&q) == (16..=30).collect::<Vec<_>>()));
     drop(q);

@@ -407,11 +407,7 @@ fn s48_bad_imports_write_nothing() {
         }
     ));
     // A failing batch write is not observable either.
-    storage
-        .db()
-        .fail_points
-        .import_batch
-        .store(true, Ordering::SeqCst);
+    storage.db().fail_points.import_batch.arm();
     assert!(storage.import_queue_state(&id, &hash, 3, &data).is_err());
     assert!(env.dump().is_empty());
 }
@@ -548,11 +544,7 @@ fn apply_batch_failure_is_not_observable() {
     let mut env = Env::new();
     {
         let q = env.q();
-        q.storage()
-            .db()
-            .fail_points
-            .apply_batch
-            .store(true, Ordering::SeqCst);
+        q.storage().db().fail_points.apply_batch.arm();
         assert!(matches!(
             apply(q, SH, 1, msgs(1..=10, &b1(), &m1()), None),
             Err(QueueError::Injected(_))

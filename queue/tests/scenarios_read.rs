@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use common::*;
-use regolith_queue::tables::{IntMsgStatistics, ShardIntMessages, Table};
+use regolith_queue::tables::{IntMsgStatistics, MessageKey, ShardIntMessages, Table};
 use regolith_queue::{
     BoundedShardRange, DiffZone, MessageQueue, MessageValue, PartitionRouter,
     QueueDiffWithMessages, QueueError, QueueKey, RouterHalf, ShardRange,
@@ -110,8 +110,6 @@ fn s39_skipped_messages_are_not_decoded() {
     apply(q, SH, 1, msgs(1..=3, &b1(), &m1()), None).unwrap();
     // Corrupt the body of the lt 2 message (to M1), keeping its 9-byte header.
     let db = q.storage().db();
-    let raw = db.raw();
-    let cf = raw.cf_handle(ShardIntMessages::NAME).unwrap();
     let (key, value) = env
         .dump()
         .into_iter()
@@ -121,7 +119,9 @@ fn s39_skipped_messages_are_not_decoded() {
         .unwrap();
     let mut corrupted = value[..9].to_vec();
     corrupted.extend_from_slice(b"garbage");
-    raw.put_cf(cf, &key, &corrupted).unwrap();
+    let key = <MessageKey as regolith_kv::Codec>::decode(&key).unwrap();
+    db.put_raw_value::<ShardIntMessages>(&key, &corrupted)
+        .unwrap();
     assert!(collect(q.create_iterator(SH, 1, &[full(SH)]).unwrap()).is_empty());
     let mut it = q.create_iterator(MC, 1, &[full(SH)]).unwrap();
     let mut ok = 0;

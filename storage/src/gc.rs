@@ -7,7 +7,7 @@ use crate::block_cache::BlockCache;
 use crate::block_handle::HandleCache;
 use crate::block_meta::BlockFlags;
 use crate::db::{iter_status, CoreDb, FailPoints};
-use crate::error::Result;
+use crate::error::{Result, StorageError};
 use crate::tables::{BlockComponents, BlockConnections, BlockHandles, BlockIds, Codec};
 
 /// What a GC run removed.
@@ -19,7 +19,8 @@ pub struct BlockGcStats {
     pub total_blocks_removed: usize,
 }
 
-/// Whether GC keeps a block (§9.2 and §4 rule 5; first match wins). `flags` are the block's flags, if known.
+/// Whether GC keeps a block (§9.2 and §4 rule 5; first match wins). `flags` are the block's decoded stored
+/// flags, if a row exists; a row that does not decode never gets here (it is an error).
 pub(crate) fn keeps_block(
     shard: &ShardIdent,
     seqno: u32,
@@ -93,29 +94,47 @@ pub(crate) fn remove_blocks(
             Ok(())
         };
 
-    let mut it = db.iter_from::<BlockIds>(&[]);
-    while let (Some(k), Some(v)) = (it.key(), it.value()) {
-        let key = BlockKey::decode(k)?;
-        let flags = db
-            .get_raw::<BlockHandles>(&key.root_hash())?
-            .and_then(|raw| {
-                raw.get(4..8)
-                    .map(|b| BlockFlags(u32::from_le_bytes(b.try_into().unwrap())))
-            });
-        if keeps_block(&key.shard()?, key.seqno(), flags, target, shard_heights) {
-            // A kept block closes the run.
-            flush(&mut chunk, &mut stats, &mut removed_ids)?;
-        } else {
-            let file_hash = regolith_formats::HashBytes::decode(v)?;
-            chunk.blocks.push((key, key.to_block_id(file_hash)?));
-            if chunk.blocks.len() >= max_blocks_per_batch {
-                flush(&mut chunk, &mut stats, &mut removed_ids)?;
+    // Every block is decided before anything is deleted: a row that does not decode stops the run with
+    // an error, and no chunk of it has been written.
+    let mut chunks = Vec::new();
+    let plan = (|| -> Result<()> {
+        let mut it = db.iter_from::<BlockIds>(&[]);
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            let key = BlockKey::decode(k)?;
+            let flags = db
+                .get::<BlockHandles>(&key.root_hash())
+                .map_err(|e| match e {
+                    StorageError::Corruption { what, reason } => StorageError::Corruption {
+                        what: format!("{what} in block_handles (block key {})", hex::encode(k)),
+                        reason,
+                    },
+                    other => other,
+                })?
+                .map(|meta| meta.flags);
+            if keeps_block(&key.shard()?, key.seqno(), flags, target, shard_heights) {
+                // A kept block closes the run.
+                if !chunk.blocks.is_empty() {
+                    chunks.push(std::mem::replace(&mut chunk, Chunk { blocks: Vec::new() }));
+                }
+            } else {
+                let file_hash = regolith_formats::HashBytes::decode(v)?;
+                chunk.blocks.push((key, key.to_block_id(file_hash)?));
+                if chunk.blocks.len() >= max_blocks_per_batch {
+                    chunks.push(std::mem::replace(&mut chunk, Chunk { blocks: Vec::new() }));
+                }
             }
+            it.next();
         }
-        it.next();
+        iter_status(&it, "iterating block ids for GC")
+    })();
+    if let Err(e) = plan {
+        tracing::error!(target, error = %e, "block GC stopped: nothing was removed");
+        return Err(e);
     }
-    iter_status(&it, "iterating block ids for GC")?;
-    flush(&mut chunk, &mut stats, &mut removed_ids)?;
+    chunks.push(chunk);
+    for mut chunk in chunks {
+        flush(&mut chunk, &mut stats, &mut removed_ids)?;
+    }
 
     cache.evict_removed(&removed_ids);
     block_cache.invalidate(&removed_ids);

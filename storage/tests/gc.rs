@@ -238,3 +238,47 @@ async fn s38_gc_is_clamped_by_open_archives() {
         archive_1_decompressed()
     );
 }
+
+/// Issue 13 item 4: a handle row that does not decode is an error that stops the GC run, and nothing is
+/// deleted (a short row used to read as "not protected" and the block went).
+#[tokio::test]
+async fn corrupt_handle_row_stops_gc_and_deletes_nothing() {
+    let t = TempStorage::with_config(|c| {
+        if let Some(gc) = c.blocks_gc.as_mut() {
+            // Small chunks, so that a run that deleted before deciding every block would show.
+            gc.max_blocks_per_batch = 10;
+        }
+    });
+    let (mc, sh) = grid(t.s());
+    // A protected shard block far into the key order, its meta row cut to 11 bytes.
+    let victim = &sh[40];
+    t.s()
+        .handles()
+        .set_block_persistent(&t.s().handles().load_handle(victim).unwrap().unwrap())
+        .unwrap();
+    let db = t.s().db();
+    db.raw()
+        .put_cf(db.cf::<BlockHandles>(), victim.root_hash.0, [0u8; 11])
+        .unwrap();
+    let err = t
+        .s()
+        .remove_blocks(70, vec![(ShardIdent::BASECHAIN, 50)])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StorageError::Corruption { .. }), "{err}");
+    assert!(err.to_string().contains("block_handles"), "{err}");
+    let s = t.s();
+    for id in mc.iter().chain(&sh) {
+        if id == victim {
+            continue;
+        }
+        assert!(
+            present(s, id),
+            "{id} is deleted by a GC run that met a corrupt row"
+        );
+    }
+    assert!(s
+        .db()
+        .contains::<BlockIds>(&regolith_formats::BlockKey::of(victim))
+        .unwrap());
+}

@@ -1,9 +1,11 @@
 //! `regolith bench ...`: benchmarks that print figures (never timing assertions in tests).
 
 mod client;
+mod handles;
 mod queue;
 mod rpc;
 
 pub use client::{client, ClientBenchArgs};
+pub use handles::{handles, HANDLES_DEFAULT_COUNT};
 pub use queue::queue;
 pub use rpc::{rpc, RpcBenchArgs};

@@ -1,0 +1,32 @@
+//! `regolith-kv`: the typed key/value layer under every regolith database (storage, queue, ledger).
+//!
+//! - [`Codec`]: the byte encoding of a key or value; keys encode into fixed-size arrays, so no key
+//!   allocates; values may be variable-size or borrow their bytes.
+//! - [`Table`] and [`tables!`]: a column family declared with its name, key and value types and its RocksDB
+//!   options; a [`Schema`] is the set of tables of one database.
+//! - [`Db`]: the one database wrapper: typed get, put, merge, delete, batches with range deletes, typed
+//!   iteration, owned snapshots and iterators, and (for [`rocksdb::OptimisticTransactionDB`]) transactions.
+//! - [`FailPoint`]: failure injection for tests, armed only with the `test-utils` feature.
+//!
+//! A stored row that does not decode is [`KvError::Corruption`], naming the table and the key.
+
+mod codec;
+mod db;
+mod error;
+mod fail;
+mod iter;
+mod snapshot;
+mod table;
+mod txn;
+
+pub use codec::{Codec, DecodeError, Empty, RawBytes};
+pub use db::{Batch, Db, DbOptions, Engine, Pinned, RawRow};
+pub use error::{KvError, Result};
+pub use fail::FailPoint;
+pub use iter::{Iter, KeyRange, Keys};
+pub use snapshot::{OwnedIter, Snapshot};
+pub use table::{Schema, Table, TableDef};
+pub use txn::Txn;
+
+/// Re-exported so that table declarations can name RocksDB options without depending on `rocksdb`.
+pub use rocksdb;

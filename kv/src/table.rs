@@ -1,0 +1,92 @@
+//! Tables (column families) and schemas (the set of tables of one database).
+
+use rocksdb::Options;
+
+use crate::codec::Codec;
+
+/// The tables of one database and the configuration their options are built from.
+pub trait Schema: Send + Sync + 'static {
+    /// What the per-table options are built from (a config, a shared cache, or `()`).
+    type Config;
+    /// Every table, in declaration order.
+    const TABLES: &'static [TableDef<Self::Config>];
+}
+
+/// One table of a schema: its name and its options.
+pub struct TableDef<C: 'static> {
+    /// Column family name.
+    pub name: &'static str,
+    /// Sets the table's RocksDB options.
+    pub options: fn(&mut Options, &C),
+}
+
+/// A column family with its key and value types.
+pub trait Table: 'static {
+    /// The database it belongs to.
+    type Schema: Schema;
+    /// Column family name.
+    const NAME: &'static str;
+    /// Key type.
+    type Key: Codec;
+    /// Value type.
+    type Value: Codec;
+    /// Sets the table's RocksDB options.
+    fn options(options: &mut Options, config: &<Self::Schema as Schema>::Config);
+}
+
+/// Declares a schema and its tables.
+///
+/// ```
+/// use regolith_kv::{tables, Empty, RawBytes};
+///
+/// fn tuned(options: &mut regolith_kv::rocksdb::Options, _: &()) {
+///     options.optimize_for_point_lookup(16);
+/// }
+///
+/// tables! {
+///     /// The example database.
+///     schema Example(());
+///     /// Raw rows by raw key.
+///     Rows: "rows", RawBytes => RawBytes;
+///     /// An index with tuned options.
+///     Index: "index", RawBytes => Empty, options = tuned;
+/// }
+/// ```
+#[macro_export]
+macro_rules! tables {
+    (
+        $(#[$schema_doc:meta])* schema $schema:ident($config:ty);
+        $($(#[$doc:meta])* $name:ident: $cf:literal, $key:ty => $value:ty $(, options = $options:path)?;)*
+    ) => {
+        $(#[$schema_doc])*
+        #[derive(Debug, Clone, Copy)]
+        pub struct $schema;
+
+        impl $crate::Schema for $schema {
+            type Config = $config;
+            const TABLES: &'static [$crate::TableDef<$config>] = &[$(
+                $crate::TableDef {
+                    name: $cf,
+                    options: <$name as $crate::Table>::options,
+                }
+            ),*];
+        }
+
+        $(
+            $(#[$doc])*
+            #[derive(Debug, Clone, Copy)]
+            pub struct $name;
+
+            impl $crate::Table for $name {
+                type Schema = $schema;
+                const NAME: &'static str = $cf;
+                type Key = $key;
+                type Value = $value;
+                #[allow(unused_variables)]
+                fn options(options: &mut $crate::rocksdb::Options, config: &$config) {
+                    $($options(options, config);)?
+                }
+            }
+        )*
+    };
+}
