@@ -19,6 +19,7 @@ pub mod progress;
 pub mod queue_state;
 pub mod queue_sync;
 pub mod run;
+pub mod sync;
 
 use anyhow::Result;
 

@@ -118,6 +118,24 @@ impl Node {
     }
 }
 
+/// The blockchain RPC client of a started node: its overlay client over the node's own network.
+pub fn rpc_client(
+    node: &Node,
+    config: &NodeConfig,
+) -> Result<regolith_rpc::client::BlockchainRpcClient> {
+    let overlay = regolith_rpc::client::PublicOverlayClient::new(
+        node.network.network.clone(),
+        node.network.overlay.clone(),
+        config.public_overlay_client.clone(),
+    );
+    regolith_rpc::client::BlockchainRpcClient::builder()
+        .with_overlay_client(overlay)
+        .with_config(config.blockchain_rpc_client.clone())
+        .with_max_frame_size(config.network.max_frame_size.as_u64())
+        .build()
+        .context("cannot build the RPC client")
+}
+
 /// Prints a line of the start banner; a closed stdout is not an error for a running node.
 macro_rules! say {
     ($($arg:tt)*) => {{
@@ -186,8 +204,24 @@ pub async fn run(data: &DataDir) -> Result<()> {
     say!("Add the peer info to another node's global.json bootstrap_peers to reach it. Press Ctrl-C to stop.");
 
     let gc_task = tokio::spawn(gc_loop(storage.clone()));
+    let (stop_sync, stop_rx) = tokio::sync::watch::channel(false);
+    let sync = crate::sync::Sync::new(
+        storage.clone(),
+        queue.clone(),
+        rpc_client(&node, &node_config)?,
+        &data.root,
+    )?;
+    let sync_task = tokio::spawn(sync.run(stop_rx));
     shutdown.wait().await;
     tracing::info!("shutting down");
+    // The sync finishes the group it is applying: a stop never leaves half a step for the start check.
+    let _ = stop_sync.send(true);
+    if tokio::time::timeout(Duration::from_secs(30), sync_task)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the sync did not stop in 30 s");
+    }
     gc_task.abort();
     let _ = gc_task.await;
     node.shutdown().await;

@@ -816,3 +816,123 @@ async fn item4_archive_1_through_the_client() {
     assert!(compressed.is_ok());
     node.shutdown().await;
 }
+
+/// A fresh data dir that syncs from `server` in-process until its last applied mc block is `target`.
+async fn sync_from(
+    server: &Node,
+    dir: &std::path::Path,
+    ip_last: u8,
+    target: u32,
+) -> (
+    regolith_storage::Storage,
+    Arc<regolith_node::sync::SyncStats>,
+) {
+    let data = regolith_node::config::DataDir::new(dir);
+    regolith_node::init::init(
+        &data,
+        &fixtures().join("zerostate.boc"),
+        &Default::default(),
+    )
+    .unwrap();
+    let mut config = data.load_node_config().unwrap();
+    config.listen_address = addr(ip_last);
+    config.metrics_address = None;
+    let mut global = data.load_global_config().unwrap();
+    global.bootstrap_peers =
+        vec![
+            serde_json::to_value(server.network.signed_peer_info(Duration::from_secs(3600)))
+                .unwrap(),
+        ];
+    let storage = regolith_node::open_storage(config.storage.clone()).unwrap();
+    let (queue, _) =
+        regolith_node::queue_sync::start(&data.root, &storage, config.internal_queue, false)
+            .await
+            .unwrap();
+    let node = start_node(&config, &global, storage.clone()).unwrap();
+    let client = regolith_node::run::rpc_client(&node, &config).unwrap();
+    let sync = regolith_node::sync::Sync::new(storage.clone(), queue, client, &data.root).unwrap();
+    let stats = sync.stats();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(sync.run(stop_rx));
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let last = storage
+            .node_state()
+            .load_last_mc_block_id()
+            .unwrap()
+            .unwrap();
+        if last.seqno >= target {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "synced only to {}",
+            last.seqno
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop.send(true).unwrap();
+    task.await.unwrap();
+    node.shutdown().await;
+    (storage, stats)
+}
+
+fn chain_digest(storage: &regolith_storage::Storage) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for id in storage
+        .handles()
+        .iter_block_ids_from(regolith_formats::BlockKey([0; 48]))
+    {
+        let id = id.unwrap();
+        let handle = storage.handles().load_handle(&id).unwrap().unwrap();
+        let mut connections = Vec::new();
+        for dir in regolith_storage::Direction::ALL {
+            if let Some(other) = storage.connections().load_connection(&id, dir).unwrap() {
+                connections.push(format!("{dir:?} {other}"));
+            }
+        }
+        out.push((
+            format!(
+                "{id} {:?}",
+                handle.has_data() && handle.has_proof() && handle.has_queue_diff()
+            ),
+            connections,
+        ));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_node_syncs_the_fixture_chain_block_by_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = serve(&dir.path().join("server"), 35, None, false).await;
+    let (synced, stats) = sync_from(&node, &dir.path().join("fresh"), 36, 100).await;
+    assert_eq!(
+        stats.from_archives.load(Ordering::Relaxed),
+        0,
+        "archive 1 is still open"
+    );
+    assert_eq!(stats.from_blocks.load(Ordering::Relaxed), 107);
+    // The same blocks, components and connections as the node that imported the archive.
+    assert_eq!(chain_digest(&synced), chain_digest(&node.storage));
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_node_syncs_from_archives_when_far_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = serve(&dir.path().join("server"), 37, None, true).await;
+    let (synced, stats) = sync_from(&node, &dir.path().join("fresh"), 38, 100).await;
+    assert_eq!(
+        stats.from_archives.load(Ordering::Relaxed),
+        107,
+        "archive 1 in one piece"
+    );
+    assert_eq!(stats.from_blocks.load(Ordering::Relaxed), 0);
+    let server_digest: Vec<_> = chain_digest(&node.storage)
+        .into_iter()
+        .filter(|(id, _)| !id.contains(":101:"))
+        .collect();
+    assert_eq!(chain_digest(&synced), server_digest);
+    node.shutdown().await;
+}

@@ -1,0 +1,379 @@
+//! Sync: `regolith run` follows the chain from its peers. Far behind, it finds the archive holding the next mc
+//! block, downloads it (verified as it streams) and imports it; near the tip, it asks for the next mc block
+//! with getNextBlockFull, fetches the shard blocks that block references by walking back their prev ids to
+//! what is stored, and imports that group. Both modes hand the blocks to the one apply path of
+//! `regolith import` ([`crate::import::import_archive`]), which checks every block before it stores it, writes
+//! connections, feeds the queue and moves blocks into archives. A peer whose data fails a check is punished
+//! and the data is taken again from another peer.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use regolith_formats::archive::{ArchiveEntryType, ArchiveWriter};
+use regolith_formats::BlockId;
+use regolith_rpc::client::{
+    ArchiveSearch, BlockDataFull, BlockchainRpcClient, DataRequirement, Neighbour, Punishment,
+};
+use regolith_storage::{ParsedBlock, Storage};
+use tokio::sync::watch;
+use tycho_types::models::PrevBlockRef;
+
+use crate::progress::Progress;
+use crate::queue_sync::NodeQueue;
+
+/// Where downloads wait for their import (under the data directory).
+pub const SYNC_DIR: &str = "sync";
+
+/// Pause when the chain has nothing new.
+const IDLE_PAUSE: Duration = Duration::from_secs(1);
+/// Pause after a failure, before the next attempt.
+const RETRY_PAUSE: Duration = Duration::from_millis(500);
+/// Shard blocks fetched for one mc block at most (a guard against a peer that leads the walk astray).
+const MAX_SHARD_WALK: usize = 1000;
+
+/// Where a group of blocks came from (the `source` label of `regolith_sync_blocks_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Archive,
+    Block,
+}
+
+impl Source {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Archive => "archive",
+            Self::Block => "block",
+        }
+    }
+}
+
+/// Blocks applied by the sync, per source (shared with whoever watches it).
+#[derive(Debug, Default)]
+pub struct SyncStats {
+    /// Blocks applied from downloaded archives.
+    pub from_archives: std::sync::atomic::AtomicU64,
+    /// Blocks applied from getNextBlockFull / getBlockFull downloads.
+    pub from_blocks: std::sync::atomic::AtomicU64,
+    /// Steps that failed.
+    pub failures: std::sync::atomic::AtomicU64,
+}
+
+/// The sync task's handles.
+pub struct Sync {
+    stats: Arc<SyncStats>,
+    storage: Storage,
+    queue: NodeQueue,
+    client: BlockchainRpcClient,
+    dir: PathBuf,
+    progress: Progress,
+    started: Instant,
+    applied_since_start: u64,
+}
+
+impl Sync {
+    /// A sync over `storage` and `queue`, downloading through `client`, with temp files under `data_root`.
+    pub fn new(
+        storage: Storage,
+        queue: NodeQueue,
+        client: BlockchainRpcClient,
+        data_root: &Path,
+    ) -> Result<Self> {
+        let dir = data_root.join(SYNC_DIR);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        // Downloads that a crash interrupted are not imported: they are downloaded again.
+        for entry in
+            std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?
+        {
+            let path = entry?.path();
+            if path.is_file() {
+                std::fs::remove_file(&path)
+                    .with_context(|| format!("cannot remove {}", path.display()))?;
+            }
+        }
+        Ok(Self {
+            stats: Arc::default(),
+            storage,
+            queue,
+            client,
+            dir,
+            progress: Progress::new(true),
+            started: Instant::now(),
+            applied_since_start: 0,
+        })
+    }
+
+    /// The counters of this sync.
+    pub fn stats(&self) -> Arc<SyncStats> {
+        self.stats.clone()
+    }
+
+    /// Runs until `stop` turns true.
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        tracing::info!("sync started");
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            let pause = match self.step().await {
+                Ok(Some(applied)) => {
+                    self.applied_since_start += applied as u64;
+                    Duration::ZERO
+                }
+                Ok(None) => IDLE_PAUSE,
+                Err(e) => {
+                    self.stats
+                        .failures
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::warn!(error = %format!("{e:#}"), "sync step failed");
+                    RETRY_PAUSE
+                }
+            };
+            if pause > Duration::ZERO {
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = stop.changed() => {}
+                }
+            }
+        }
+        tracing::info!("sync stopped");
+    }
+
+    fn last_applied(&self) -> Result<BlockId> {
+        self.storage
+            .node_state()
+            .load_last_mc_block_id()?
+            .ok_or_else(|| anyhow!("the storage has no applied mc block (not initialised)"))
+    }
+
+    /// One step: an archive when one is found, otherwise the next mc block. `Ok(None)`: nothing new.
+    async fn step(&mut self) -> Result<Option<usize>> {
+        if self.client.overlay_client().neighbours().is_empty() {
+            // Nobody to sync from yet (a lone node, or peers still being discovered).
+            return Ok(None);
+        }
+        let last = self.last_applied()?;
+        let next = last.seqno + 1;
+        match self.client.find_archive(next).await {
+            Ok(ArchiveSearch::Found(archive)) => {
+                let path = self.dir.join(format!("{}.archive", archive.id));
+                let neighbour = archive.neighbour.clone();
+                let file = std::fs::File::create(&path)
+                    .with_context(|| format!("cannot create {}", path.display()))?;
+                let download = self
+                    .client
+                    .download_archive_compressed(
+                        &archive,
+                        Box::new(std::io::BufWriter::new(file)),
+                        |_| {},
+                    )
+                    .await;
+                if let Err(e) = download {
+                    let _ = std::fs::remove_file(&path);
+                    fail("archive_download");
+                    bail!(
+                        "downloading archive {} from {}: {e}",
+                        archive.id,
+                        neighbour.peer_id()
+                    );
+                }
+                let applied = self.import(&path, Source::Archive, &[neighbour]).await;
+                let _ = std::fs::remove_file(&path);
+                return applied.map(Some);
+            }
+            Ok(ArchiveSearch::TooNew) => {}
+            Err(e) => tracing::debug!(error = %e, mc_seqno = next, "no archive"),
+        }
+        self.next_block(&last).await
+    }
+
+    /// Near the tip: the next mc block and the shard blocks it brings.
+    async fn next_block(&mut self, last: &BlockId) -> Result<Option<usize>> {
+        let got = self
+            .client
+            .get_next_block_full(last, DataRequirement::Optional)
+            .await?;
+        let Some(mc) = got.data else {
+            return Ok(None);
+        };
+        let mut neighbours = vec![got.neighbour.clone()];
+        let parsed = match ParsedBlock::parse(&mc.block_id, &mc.block) {
+            Ok(p) if mc.block_id.is_masterchain() && mc.block_id.seqno == last.seqno + 1 => p,
+            Ok(_) => {
+                punish(&got.neighbour, "not_next");
+                bail!(
+                    "{} answered {} as the block after {last}",
+                    got.neighbour.peer_id(),
+                    mc.block_id
+                );
+            }
+            Err(e) => {
+                punish(&got.neighbour, "bad_block");
+                return Err(e).context("the next mc block");
+            }
+        };
+        // Shard blocks: from each top block back by prev ids to what is stored.
+        let mut group: Vec<BlockDataFull> = Vec::new();
+        let mut seen = HashSet::new();
+        let mut pending = parsed.top_shard_blocks()?;
+        while let Some(id) = pending.pop() {
+            // Seqno 0 is the shard zerostate: stored at init, never downloaded.
+            if id.seqno == 0 || !seen.insert(id) || self.is_stored(&id)? {
+                continue;
+            }
+            if seen.len() > MAX_SHARD_WALK {
+                bail!(
+                    "more than {MAX_SHARD_WALK} unknown shard blocks below mc block {}",
+                    mc.block_id
+                );
+            }
+            let got = self
+                .client
+                .get_block_full(&id, DataRequirement::Required)
+                .await?;
+            let Some(data) = got.data else {
+                bail!("no neighbour has shard block {id}");
+            };
+            neighbours.push(got.neighbour.clone());
+            let block = ParsedBlock::parse(&id, &data.block).inspect_err(|_| {
+                punish(&got.neighbour, "bad_block");
+            })?;
+            pending.extend(prev_ids(&block)?);
+            group.push(data);
+        }
+        group.reverse();
+        group.push(mc);
+        let path = self.dir.join(format!("block_{}.archive", last.seqno + 1));
+        write_archive(&path, &group)?;
+        let applied = self.import(&path, Source::Block, &neighbours).await;
+        let _ = std::fs::remove_file(&path);
+        applied.map(Some)
+    }
+
+    fn is_stored(&self, id: &BlockId) -> Result<bool> {
+        Ok(self
+            .storage
+            .handles()
+            .load_handle(id)?
+            .is_some_and(|h| h.has_data() && h.has_proof() && h.has_queue_diff()))
+    }
+
+    /// Imports a downloaded archive through the apply path of `regolith import`. A failure punishes the
+    /// neighbours it came from: the next attempt asks others.
+    async fn import(
+        &mut self,
+        path: &Path,
+        source: Source,
+        neighbours: &[Arc<Neighbour>],
+    ) -> Result<usize> {
+        match crate::import::import_archive(&self.storage, &self.queue, path, &self.progress).await
+        {
+            Ok(report) => {
+                metrics::counter!("regolith_sync_blocks_total", "source" => source.label())
+                    .increment(report.blocks_imported as u64);
+                let counter = match source {
+                    Source::Archive => &self.stats.from_archives,
+                    Source::Block => &self.stats.from_blocks,
+                };
+                counter.fetch_add(
+                    report.blocks_imported as u64,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+                metrics::gauge!("regolith_sync_last_applied_mc_seqno")
+                    .set(f64::from(report.last_mc_seqno));
+                self.report(report.last_mc_seqno, report.blocks_imported);
+                Ok(report.blocks_imported)
+            }
+            Err(e) => {
+                for n in neighbours {
+                    punish(n, "invalid_data");
+                }
+                Err(e.context(format!("importing the {} download", source.label())))
+            }
+        }
+    }
+
+    fn report(&self, last_mc_seqno: u32, imported: usize) {
+        let elapsed = self.started.elapsed().as_secs_f64().max(1e-3);
+        let rate = (self.applied_since_start + imported as u64) as f64 / elapsed;
+        let lag = self
+            .storage
+            .handles()
+            .find_block_ids(&regolith_formats::ShardIdent::MASTERCHAIN, last_mc_seqno)
+            .ok()
+            .and_then(|ids| ids.first().copied())
+            .and_then(|id| self.storage.handles().load_handle(&id).ok().flatten())
+            .map(|h| regolith_rpc::network::now_sec().saturating_sub(h.gen_utime()));
+        if let Some(lag) = lag {
+            metrics::gauge!("regolith_sync_lag_seconds").set(f64::from(lag));
+        }
+        tracing::info!(
+            height = last_mc_seqno,
+            imported,
+            blocks_per_s = format!("{rate:.1}"),
+            lag_seconds = lag,
+            "synced"
+        );
+    }
+}
+
+fn fail(reason: &'static str) {
+    metrics::counter!("regolith_sync_failures_total", "reason" => reason).increment(1);
+}
+
+fn punish(neighbour: &Neighbour, reason: &'static str) {
+    fail(reason);
+    neighbour.punish(Punishment::Malicious);
+    tracing::warn!(peer = %neighbour.peer_id(), reason, "punished a peer for invalid data");
+}
+
+/// The ids a block names as its predecessors.
+fn prev_ids(block: &ParsedBlock) -> Result<Vec<BlockId>> {
+    let info = block.block.load_info().context("block info")?;
+    Ok(match info.load_prev_ref().context("prev ref")? {
+        PrevBlockRef::Single(r) => {
+            let shard = if info.after_split {
+                block
+                    .id
+                    .shard
+                    .merge()
+                    .ok_or_else(|| anyhow!("after_split on a full shard"))?
+            } else {
+                block.id.shard
+            };
+            vec![r.as_block_id(shard)]
+        }
+        PrevBlockRef::AfterMerge { left, right } => {
+            let (l, r) = block
+                .id
+                .shard
+                .split()
+                .ok_or_else(|| anyhow!("after_merge on an unsplittable shard"))?;
+            vec![left.as_block_id(l), right.as_block_id(r)]
+        }
+    })
+}
+
+/// Writes downloaded blocks as a zstd archive, in apply order.
+fn write_archive(path: &Path, blocks: &[BlockDataFull]) -> Result<()> {
+    let file =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let encoder = zstd::stream::write::Encoder::new(std::io::BufWriter::new(file), 1)?;
+    let mut writer = ArchiveWriter::new(encoder)?;
+    for ty in ArchiveEntryType::ALL {
+        for b in blocks {
+            let data = match ty {
+                ArchiveEntryType::Block => &b.block,
+                ArchiveEntryType::Proof => &b.proof,
+                ArchiveEntryType::QueueDiff => &b.queue_diff,
+            };
+            writer.write_entry(&b.block_id, ty, data)?;
+        }
+    }
+    let mut out = writer.finish().finish()?;
+    std::io::Write::flush(&mut out)?;
+    Ok(())
+}
