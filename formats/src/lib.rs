@@ -3,15 +3,22 @@
 //! - [`block_id`]: the 80-byte LE wire form of a block id, the 48-byte ordered block key and the text form;
 //! - [`archive`]: the archive format (`archive.prefix` + `archive.entryHeader` entries), a streaming reader
 //!   that verifies structure and a writer whose decompressed output matches the reference byte for byte;
-//! - [`queue_diff`]: TL `block.queueDiff` with its validation rules and BLAKE3 hash.
+//! - [`queue_diff`]: TL `block.queueDiff` with its validation rules and BLAKE3 hash;
+//! - [`block_proof`]: block proof verification ([`ProofChecker`]): structure of every proof, and the
+//!   validators' signatures of masterchain blocks against the zerostate or the previous key block.
 
 pub mod archive;
 pub mod block_id;
+pub mod block_proof;
 pub mod error;
 pub mod queue_diff;
 pub mod queue_state;
 
 pub use block_id::{decode_block_id, encode_block_id, BlockKey, BLOCK_ID_LEN, BLOCK_KEY_LEN};
+pub use block_proof::{
+    KeyBlockProofs, McZerostate, NoKeyBlocks, ParsedProof, ProofChecker, ProofError,
+    ProofErrorKind, Proven, ProvenBy,
+};
 pub use error::FormatError;
 pub use tycho_types::models::{BlockId, ShardIdent};
 pub use tycho_types::prelude::HashBytes;
