@@ -1,4 +1,9 @@
 //! `regolith import`: streams archives into block storage, verifying every block, in apply order.
+//!
+//! A block is stored only after its proof verifies: an mc block's by its validators' signatures, a shard
+//! block's proof link by its structure, and the shard block is trusted through the mc block that references
+//! it (its top shard block, or reached from it by prev ids), whose proof is verified before any of its shard
+//! blocks is stored.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -16,6 +21,7 @@ use regolith_storage::{
 use tycho_types::models::PrevBlockRef;
 
 use crate::progress::Progress;
+use crate::proofs::ProofVerifier;
 use crate::queue_sync::{self, NodeQueue};
 
 /// What one archive import did.
@@ -35,6 +41,21 @@ pub struct ImportReport {
     pub last_mc_seqno: u32,
     /// Wall time.
     pub elapsed_ms: u128,
+}
+
+/// How an import runs.
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    /// Verify block proofs before storing blocks. Always on, except in the benchmark that measures its cost.
+    pub verify_proofs: bool,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        Self {
+            verify_proofs: true,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -164,6 +185,17 @@ pub async fn import_archive(
     path: &Path,
     progress: &Progress,
 ) -> Result<ImportReport> {
+    import_archive_with(storage, queue, path, progress, &ImportOptions::default()).await
+}
+
+/// [`import_archive`] with options.
+pub async fn import_archive_with(
+    storage: &Storage,
+    queue: &NodeQueue,
+    path: &Path,
+    progress: &Progress,
+    options: &ImportOptions,
+) -> Result<ImportReport> {
     let started = Instant::now();
     let (mut parts, order, decompressed_bytes, read_error) = read_entries(path)?;
     let mut report = ImportReport {
@@ -246,6 +278,14 @@ pub async fn import_archive(
         })?;
     report.last_mc_seqno = last_mc.seqno;
     let mut expected_prev_mc = last_mc;
+    let mut verifier = if options.verify_proofs {
+        Some(ProofVerifier::new(storage)?)
+    } else {
+        None
+    };
+    let mc_by_seqno: HashMap<u32, BlockId> = mc_blocks.iter().map(|id| (id.seqno, *id)).collect();
+    // Mc blocks whose proofs verified in this pass: their shard blocks may be stored.
+    let mut verified_mc: HashSet<u32> = HashSet::new();
 
     progress.start(path, plan.len() as u64);
     let mut bytes_done = 0u64;
@@ -260,6 +300,47 @@ pub async fn import_archive(
         if let Some(e) = failures.remove(&id) {
             progress.finish();
             return Err(e);
+        }
+        if let Some(verifier) = verifier.as_mut() {
+            // The referencing mc block first: a shard block is trusted only through it.
+            if !verified_mc.contains(&ref_mc) {
+                let mc_id = mc_by_seqno[&ref_mc];
+                let offset = checked.get(&mc_id).map_or(0, |c| c.offset);
+                let proof = parts.get(&mc_id).and_then(|p| p.proof.as_ref());
+                let Some((_, proof)) = proof else {
+                    progress.finish();
+                    bail!(
+                        "{}: block {mc_id} (entry at offset {offset}): the archive has no proof for it",
+                        path.display()
+                    );
+                };
+                if let Err(e) = verifier.verify(&mc_id, proof).await {
+                    progress.finish();
+                    return Err(e.context(format!(
+                        "{}: block {mc_id} (entry at offset {offset}): proof rejected, nothing of it is stored",
+                        path.display()
+                    )));
+                }
+                verified_mc.insert(ref_mc);
+            }
+            if !id.is_masterchain() {
+                let offset = checked.get(&id).map_or(0, |c| c.offset);
+                let proof = parts.get(&id).and_then(|p| p.proof.as_ref());
+                let Some((_, proof)) = proof else {
+                    progress.finish();
+                    bail!(
+                        "{}: block {id} (entry at offset {offset}): the archive has no proof for it",
+                        path.display()
+                    );
+                };
+                if let Err(e) = verifier.verify(&id, proof).await {
+                    progress.finish();
+                    return Err(e.context(format!(
+                        "{}: block {id} (entry at offset {offset}): proof rejected, nothing of it is stored",
+                        path.display()
+                    )));
+                }
+            }
         }
         let c = checked
             .remove(&id)

@@ -90,6 +90,8 @@ pub async fn block(storage: &Storage, what: &str) -> Result<Value> {
             "data": data, "data_compressed": data_compressed, "proof": proof, "queue_diff": queue_diff,
         },
         "archive": archive,
+        // How the block was proven: its stored proof verified again.
+        "proof": crate::proofs::describe_stored(storage, &handle).await,
     }))
 }
 

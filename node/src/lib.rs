@@ -12,6 +12,7 @@ pub mod inspect;
 pub mod ledger_cmd;
 pub mod metrics_endpoint;
 pub mod progress;
+pub mod proofs;
 pub mod queue_state;
 pub mod queue_sync;
 pub mod run;
