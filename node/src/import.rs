@@ -304,42 +304,25 @@ pub async fn import_archive_with(
         if let Some(verifier) = verifier.as_mut() {
             // The referencing mc block first: a shard block is trusted only through it.
             if !verified_mc.contains(&ref_mc) {
-                let mc_id = mc_by_seqno[&ref_mc];
-                let offset = checked.get(&mc_id).map_or(0, |c| c.offset);
-                let proof = parts.get(&mc_id).and_then(|p| p.proof.as_ref());
-                let Some((_, proof)) = proof else {
-                    progress.finish();
+                let Some(&mc_id) = mc_by_seqno.get(&ref_mc) else {
                     bail!(
-                        "{}: block {mc_id} (entry at offset {offset}): the archive has no proof for it",
+                        "{}: block {id} is planned after mc block {ref_mc}, which is not in the archive",
                         path.display()
                     );
                 };
-                if let Err(e) = verifier.verify(&mc_id, proof).await {
+                let result = verify_proof(verifier, path, &mc_id, &parts, &checked).await;
+                if result.is_err() {
                     progress.finish();
-                    return Err(e.context(format!(
-                        "{}: block {mc_id} (entry at offset {offset}): proof rejected, nothing of it is stored",
-                        path.display()
-                    )));
                 }
+                result?;
                 verified_mc.insert(ref_mc);
             }
             if !id.is_masterchain() {
-                let offset = checked.get(&id).map_or(0, |c| c.offset);
-                let proof = parts.get(&id).and_then(|p| p.proof.as_ref());
-                let Some((_, proof)) = proof else {
+                let result = verify_proof(verifier, path, &id, &parts, &checked).await;
+                if result.is_err() {
                     progress.finish();
-                    bail!(
-                        "{}: block {id} (entry at offset {offset}): the archive has no proof for it",
-                        path.display()
-                    );
-                };
-                if let Err(e) = verifier.verify(&id, proof).await {
-                    progress.finish();
-                    return Err(e.context(format!(
-                        "{}: block {id} (entry at offset {offset}): proof rejected, nothing of it is stored",
-                        path.display()
-                    )));
                 }
+                result?;
             }
         }
         let c = checked
@@ -468,6 +451,30 @@ pub async fn import_archive_with(
         "archive imported"
     );
     Ok(report)
+}
+
+/// Verifies the archive's proof of `id`; the error names the file, the block, its offset and the reason.
+async fn verify_proof(
+    verifier: &mut ProofVerifier<'_>,
+    path: &Path,
+    id: &BlockId,
+    parts: &HashMap<BlockId, Parts>,
+    checked: &HashMap<BlockId, Checked>,
+) -> Result<()> {
+    let offset = checked.get(id).map_or(0, |c| c.offset);
+    let Some((_, proof)) = parts.get(id).and_then(|p| p.proof.as_ref()) else {
+        bail!(
+            "{}: block {id} (entry at offset {offset}): the archive has no proof for it",
+            path.display()
+        );
+    };
+    verifier.verify(id, proof).await.with_context(|| {
+        format!(
+            "{}: block {id} (entry at offset {offset}): proof rejected, nothing of it is stored",
+            path.display()
+        )
+    })?;
+    Ok(())
 }
 
 /// Connections of a newly stored block (storage.md §6.4).
