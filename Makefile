@@ -25,6 +25,6 @@ test: deps
 	cargo test --workspace
 
 bench: deps
-	cargo bench --workspace --bench storage --bench ledger
+	cargo bench --workspace --bench storage --bench ledger --bench proofs --bench import
 	$(REGOLITH) bench queue --import-file $(FIXTURES)/queue_state/shard.bin
 	$(REGOLITH) bench rpc --fixtures $(FIXTURES)

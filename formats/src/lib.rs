@@ -5,10 +5,13 @@
 //!   that verifies structure and a writer whose decompressed output matches the reference byte for byte;
 //! - [`queue_diff`]: TL `block.queueDiff` with its validation rules and BLAKE3 hash;
 //! - [`zerostate`]: the mc zerostate, the empty shard zerostates it lists, and the zerostate proof (build and
-//!   check).
+//!   check);
+//! - [`block_proof`]: block proof verification ([`ProofChecker`]): structure of every proof, and the
+//!   validators' signatures of masterchain blocks against the zerostate or the previous key block.
 
 pub mod archive;
 pub mod block_id;
+pub mod block_proof;
 pub mod error;
 pub mod persistent_state;
 pub mod queue_diff;
@@ -16,6 +19,10 @@ pub mod queue_state;
 pub mod zerostate;
 
 pub use block_id::{decode_block_id, encode_block_id, BlockKey, BLOCK_ID_LEN, BLOCK_KEY_LEN};
+pub use block_proof::{
+    KeyBlockProofs, NoKeyBlocks, ParsedProof, ProofChecker, ProofError, ProofErrorKind, Proven,
+    ProvenBy, ZerostateConfig,
+};
 pub use error::FormatError;
 pub use tycho_types::models::{BlockId, ShardIdent};
 pub use tycho_types::prelude::HashBytes;

@@ -1,4 +1,9 @@
 //! `regolith import`: streams archives into block storage, verifying every block, in apply order.
+//!
+//! A block is stored only after its proof verifies: an mc block's by its validators' signatures, a shard
+//! block's proof link by its structure, and the shard block is trusted through the mc block that references
+//! it (its top shard block, or reached from it by prev ids), whose proof is verified before any of its shard
+//! blocks is stored.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -16,6 +21,7 @@ use regolith_storage::{
 use tycho_types::models::PrevBlockRef;
 
 use crate::progress::Progress;
+use crate::proofs::ProofVerifier;
 use crate::queue_sync::{self, NodeQueue};
 
 /// What one archive import did.
@@ -35,6 +41,21 @@ pub struct ImportReport {
     pub last_mc_seqno: u32,
     /// Wall time.
     pub elapsed_ms: u128,
+}
+
+/// How an import runs.
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    /// Verify block proofs before storing blocks. Always on, except in the benchmark that measures its cost.
+    pub verify_proofs: bool,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        Self {
+            verify_proofs: true,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -164,6 +185,17 @@ pub async fn import_archive(
     path: &Path,
     progress: &Progress,
 ) -> Result<ImportReport> {
+    import_archive_with(storage, queue, path, progress, &ImportOptions::default()).await
+}
+
+/// [`import_archive`] with options.
+pub async fn import_archive_with(
+    storage: &Storage,
+    queue: &NodeQueue,
+    path: &Path,
+    progress: &Progress,
+    options: &ImportOptions,
+) -> Result<ImportReport> {
     let started = Instant::now();
     let (mut parts, order, decompressed_bytes, read_error) = read_entries(path)?;
     let mut report = ImportReport {
@@ -246,6 +278,14 @@ pub async fn import_archive(
         })?;
     report.last_mc_seqno = last_mc.seqno;
     let mut expected_prev_mc = last_mc;
+    let mut verifier = if options.verify_proofs {
+        Some(ProofVerifier::new(storage)?)
+    } else {
+        None
+    };
+    let mc_by_seqno: HashMap<u32, BlockId> = mc_blocks.iter().map(|id| (id.seqno, *id)).collect();
+    // Mc blocks whose proofs verified in this pass: their shard blocks may be stored.
+    let mut verified_mc: HashSet<u32> = HashSet::new();
 
     progress.start(path, plan.len() as u64);
     let mut bytes_done = 0u64;
@@ -260,6 +300,30 @@ pub async fn import_archive(
         if let Some(e) = failures.remove(&id) {
             progress.finish();
             return Err(e);
+        }
+        if let Some(verifier) = verifier.as_mut() {
+            // The referencing mc block first: a shard block is trusted only through it.
+            if !verified_mc.contains(&ref_mc) {
+                let Some(&mc_id) = mc_by_seqno.get(&ref_mc) else {
+                    bail!(
+                        "{}: block {id} is planned after mc block {ref_mc}, which is not in the archive",
+                        path.display()
+                    );
+                };
+                let result = verify_proof(verifier, path, &mc_id, &parts, &checked).await;
+                if result.is_err() {
+                    progress.finish();
+                }
+                result?;
+                verified_mc.insert(ref_mc);
+            }
+            if !id.is_masterchain() {
+                let result = verify_proof(verifier, path, &id, &parts, &checked).await;
+                if result.is_err() {
+                    progress.finish();
+                }
+                result?;
+            }
         }
         let c = checked
             .remove(&id)
@@ -387,6 +451,30 @@ pub async fn import_archive(
         "archive imported"
     );
     Ok(report)
+}
+
+/// Verifies the archive's proof of `id`; the error names the file, the block, its offset and the reason.
+async fn verify_proof(
+    verifier: &mut ProofVerifier<'_>,
+    path: &Path,
+    id: &BlockId,
+    parts: &HashMap<BlockId, Parts>,
+    checked: &HashMap<BlockId, Checked>,
+) -> Result<()> {
+    let offset = checked.get(id).map_or(0, |c| c.offset);
+    let Some((_, proof)) = parts.get(id).and_then(|p| p.proof.as_ref()) else {
+        bail!(
+            "{}: block {id} (entry at offset {offset}): the archive has no proof for it",
+            path.display()
+        );
+    };
+    verifier.verify(id, proof).await.with_context(|| {
+        format!(
+            "{}: block {id} (entry at offset {offset}): proof rejected, nothing of it is stored",
+            path.display()
+        )
+    })?;
+    Ok(())
 }
 
 /// Connections of a newly stored block (storage.md §6.4).

@@ -85,6 +85,8 @@ pub async fn block(storage: &Storage, what: &BlockRef) -> Result<Value> {
         },
         "archive": archive,
         "persistent_states": persistent_states,
+        // How the block was proven: its stored proof verified again.
+        "proof": crate::proofs::describe_stored(storage, &handle).await,
     }))
 }
 

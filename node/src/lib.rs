@@ -16,6 +16,7 @@ pub mod ledger_cmd;
 pub mod metrics_endpoint;
 pub mod p2p;
 pub mod progress;
+pub mod proofs;
 pub mod queue_state;
 pub mod queue_sync;
 pub mod run;
