@@ -1,8 +1,9 @@
-# One-command set-up. `make run`: build, initialise ./data from the fixture zerostate, import archive_1 and run
-# the node. `make test`: the whole test suite.
+# One-command set-up. `make run`: build, then a devnet of three `regolith run` processes on 127.0.0.1: node1
+# imports the fixture chain and serves it, node2 and node3 start from the zerostate alone and sync from their
+# peers (data in ./devnet/nodeK, kept across runs). `make test`: the whole test suite.
 
 FIXTURES ?= ../shared/fixtures
-DATA ?= data
+NODES ?= 3
 REGOLITH = cargo run --quiet --release --bin regolith --
 
 .PHONY: run test deps build bench
@@ -14,12 +15,8 @@ build: deps
 	cargo build --release --bin regolith
 
 run: build
-	@if [ ! -f $(DATA)/global.json ]; then \
-		$(REGOLITH) init --zerostate $(FIXTURES)/zerostate.boc --data $(DATA); \
-	fi
-	$(REGOLITH) import --data $(DATA) $(FIXTURES)/archive_1.bin
-	$(REGOLITH) inspect --data $(DATA) summary
-	$(REGOLITH) run --data $(DATA)
+	$(REGOLITH) devnet --nodes $(NODES) --dir devnet --zerostate $(FIXTURES)/zerostate.boc \
+		--archive $(FIXTURES)/archive_1.bin
 
 test: deps
 	cargo test --workspace

@@ -7,6 +7,7 @@ pub mod block_check;
 pub mod block_ref;
 pub mod config;
 pub mod crash;
+pub mod devnet;
 pub mod fixture;
 pub mod genesis;
 pub mod import;

@@ -96,6 +96,9 @@ enum Command {
     },
     /// The receiver journal of cross-chain announcements (`<data>/ledger`).
     Ledger(ledger_cmd::LedgerArgs),
+    /// N `regolith run` processes on 127.0.0.1: node1 serves the imported fixture chain, the others sync from
+    /// it. Shows every node's height until Ctrl-C.
+    Devnet(regolith_node::devnet::DevnetArgs),
     /// Talk to a Tycho network: fetch blocks, archives, states and proofs from peers, send messages.
     P2p(regolith_node::p2p::P2pArgs),
 }
@@ -187,7 +190,7 @@ fn main() {
     let cli = Cli::parse();
     // Output piped into `head` ends quietly, as with any Unix tool, instead of panicking on a closed pipe.
     // The node itself (`run`) keeps SIGPIPE ignored: a closed stdout must not kill it.
-    if !matches!(cli.command, Command::Run) {
+    if !matches!(cli.command, Command::Run | Command::Devnet(_)) {
         // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
@@ -343,6 +346,7 @@ async fn execute(cli: Cli) -> Result<()> {
         } => bench::queue(json, quick, &cases, &import_file)?,
         Command::Run => run::run(&data).await?,
         Command::Ledger(args) => ledger_cmd::run(&data.root, args)?,
+        Command::Devnet(args) => regolith_node::devnet::run(args).await?,
         Command::P2p(args) => {
             let json = args.json;
             let value = regolith_node::p2p::run(&data, args).await?;

@@ -203,6 +203,8 @@ pub async fn run(data: &DataDir) -> Result<()> {
     }
     say!("Add the peer info to another node's global.json bootstrap_peers to reach it. Press Ctrl-C to stop.");
 
+    metrics::gauge!("regolith_sync_last_applied_mc_seqno")
+        .set(f64::from(last_mc.map_or(0, |id| id.seqno)));
     let gc_task = tokio::spawn(gc_loop(storage.clone()));
     let (stop_sync, stop_rx) = tokio::sync::watch::channel(false);
     let sync = crate::sync::Sync::new(
@@ -260,13 +262,14 @@ async fn gc_loop(storage: Storage) {
 }
 
 /// SIGINT and SIGTERM, installed before the node reports that it runs.
-struct Shutdown {
+pub struct Shutdown {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
 }
 
 impl Shutdown {
-    fn install() -> Result<Self> {
+    /// Installs the handlers.
+    pub fn install() -> Result<Self> {
         use tokio::signal::unix::{signal, SignalKind};
         Ok(Self {
             interrupt: signal(SignalKind::interrupt())?,
@@ -274,7 +277,8 @@ impl Shutdown {
         })
     }
 
-    async fn wait(mut self) {
+    /// Resolves at the first SIGINT or SIGTERM.
+    pub async fn wait(mut self) {
         tokio::select! {
             _ = self.interrupt.recv() => {}
             _ = self.terminate.recv() => {}

@@ -595,3 +595,61 @@ fn p2p_fetches_verifies_and_writes_from_a_running_node() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no valid bootstrap peer"));
     stop(node);
 }
+
+#[test]
+fn devnet_nodes_sync_from_the_one_that_imported_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    // Six consecutive free ports (3 × QUIC + metrics) in a range the other tests do not use.
+    let base = 40_000 + (std::process::id() % 2_000) as u16 * 8;
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_regolith"))
+            .args([
+                "devnet",
+                "--nodes",
+                "3",
+                "--exit-when-synced",
+                "--base-port",
+            ])
+            .arg(base.to_string())
+            .arg("--dir")
+            .arg(dir.path())
+            .arg("--zerostate")
+            .arg(fixtures().join("zerostate.boc"))
+            .arg("--archive")
+            .arg(fixtures().join("archive_1.bin"))
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("every node is at mc block 100"), "{stdout}");
+    for k in 2..=3 {
+        let data = dir.path().join(format!("node{k}"));
+        let summary: serde_json::Value = serde_json::from_slice(
+            &Command::new(env!("CARGO_BIN_EXE_regolith"))
+                .arg("--data")
+                .arg(&data)
+                .args(["inspect", "--json", "summary"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        assert_eq!(summary["blocks_total"], 109, "node{k}: {summary}");
+        assert!(summary["last_applied_mc_block"]
+            .as_str()
+            .unwrap()
+            .starts_with("-1:8000000000000000:100:"));
+    }
+    // A second run resumes: nothing is downloaded again, every node is level at once.
+    let out = run();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("every node is at mc block 100"), "{stdout}");
+}
