@@ -383,6 +383,29 @@ impl<S: Schema, E: Engine> Db<S, E> {
             )
             .map_err(KvError::db(format!("writing {}", T::NAME)))
     }
+
+    /// Merges arbitrary operand bytes under a typed key, to exercise a merge operator on bad input in tests.
+    #[cfg(feature = "test-utils")]
+    pub fn merge_raw_value<T: Table<Schema = S>>(&self, key: &T::Key, value: &[u8]) -> Result<()> {
+        self.db
+            .merge(
+                self.cf::<T>(),
+                key.encode().as_ref(),
+                value,
+                &self.write_options,
+            )
+            .map_err(KvError::db(format!("merging into {}", T::NAME)))
+    }
+
+    /// The stored value bytes under a typed key, undecoded, for byte-level checks in tests.
+    #[cfg(feature = "test-utils")]
+    pub fn get_raw_value<T: Table<Schema = S>>(&self, key: &T::Key) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .db
+            .get_pinned(self.cf::<T>(), key.encode().as_ref())
+            .map_err(KvError::db(format!("reading {}", T::NAME)))?
+            .map(|value| value.to_vec()))
+    }
 }
 
 impl<S: Schema> Db<S, DB> {

@@ -360,7 +360,9 @@ fn node_json_rejects_unknown_fields_and_global_json_logs_them() {
 
 #[test]
 fn a_data_dir_from_before_the_genesis_data_gets_it_at_its_next_start() {
-    use regolith_storage::tables::{PersistentStates, State, Table};
+    use regolith_storage::node_state::ZEROSTATE_PROOF;
+    use regolith_storage::persistent_state::PersistentStateKey;
+    use regolith_storage::tables::{PersistentStates, State};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     init(&data);
@@ -373,15 +375,15 @@ fn a_data_dir_from_before_the_genesis_data_gets_it_at_its_next_start() {
     {
         let storage =
             regolith_storage::Storage::open(regolith_storage::StorageConfig::new(&data)).unwrap();
-        let db = storage.db().raw();
-        db.delete_cf(db.cf_handle(State::NAME).unwrap(), b"zerostate_proof")
-            .unwrap();
-        let states = db.cf_handle(PersistentStates::NAME).unwrap();
+        let db = storage.db();
+        db.delete::<State>(&ZEROSTATE_PROOF).unwrap();
         for record in storage.persistent_states().list().unwrap() {
             std::fs::remove_file(storage.persistent_states().dir().join(&record.file)).unwrap();
+            let key =
+                PersistentStateKey(regolith_formats::BlockKey::of(&record.block), record.kind);
+            db.delete::<PersistentStates>(&key).unwrap();
         }
-        db.delete_range_cf(states, &[0u8][..], &[0xffu8; 64][..])
-            .unwrap();
+        assert!(storage.persistent_states().list().unwrap().is_empty());
     }
     let old = summary(&data);
     assert_eq!(old["zerostate_proof_size"], Value::Null, "{old}");

@@ -47,48 +47,56 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn http(port: u16, request: &str) -> String {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
+fn http(port: u16, request: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.write_all(request.as_bytes()).ok()?;
     let mut out = String::new();
     let _ = stream.read_to_string(&mut out);
-    out
+    Some(out)
 }
 
+/// Starts moto on a free port. A port picked free can be taken by another process before moto binds it (the
+/// tests of this workspace bind many), so a start that does not answer as moto is retried on a new port.
 fn start_server() -> S3Server {
-    let port = free_port();
     let python = std::env::var("REGOLITH_PYTHON").unwrap_or_else(|_| "python3".into());
-    let child = Command::new(&python)
-        .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start the S3 test server ({python} -m moto.server): {e}; run `pip install 'moto[server]'`"));
-    let mut server = S3Server {
-        child,
-        endpoint: format!("http://127.0.0.1:{port}"),
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            panic!("the S3 test server exited with {status}: is moto[server] installed? (`pip install 'moto[server]'`)");
+    let mut last_failure = String::new();
+    for _ in 0..5 {
+        let port = free_port();
+        let child = Command::new(&python)
+            .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the S3 test server ({python} -m moto.server): {e}; run `pip install 'moto[server]'`"));
+        let mut server = S3Server {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = server.child.try_wait().unwrap() {
+                last_failure = format!("the S3 test server exited with {status}: is moto[server] installed? (`pip install 'moto[server]'`)");
+                break;
+            }
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                let answer = http(port, &format!("PUT /{BUCKET} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"));
+                match answer {
+                    Some(a) if a.starts_with("HTTP/1.1 200") => return server,
+                    other => {
+                        last_failure = format!("bucket creation failed: {other:?}");
+                        break;
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                last_failure = "the S3 test server did not start within 30 s".into();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the S3 test server did not start within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
+        drop(server);
     }
-    let answer = http(port, &format!("PUT /{BUCKET} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"));
-    assert!(
-        answer.starts_with("HTTP/1.1 200"),
-        "bucket creation failed: {answer}"
-    );
-    let _ = &mut server;
-    server
+    panic!("{last_failure}");
 }
 
 fn client_config(endpoint: &str, chunk: u64) -> S3ClientConfig {

@@ -8,18 +8,21 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 use regolith_formats::archive::ArchiveEntryType;
 use regolith_formats::queue_diff::QueueDiff;
-use regolith_formats::{BlockId, BlockKey, HashBytes, ShardIdent};
-use rocksdb::WriteBatch;
+use regolith_formats::{BlockId, BlockKey, ShardIdent};
+use regolith_kv::Batch;
 use tycho_types::models::BlockProof;
 
 use crate::block_cache::BlockCache;
 use crate::block_handle::{BlockHandle, BlockHandleStorage, HandleStatus, MaybeExistingHandle};
 use crate::block_meta::{BlockFlags, NewBlockMeta};
-use crate::db::{iter_status, CoreDb, FailPoints};
+use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
 use crate::parsed::{parse_proof, ParsedBlock};
 use crate::subscriptions::Subscriptions;
-use crate::tables::{BlockComponents, BlockHandles, BlockIds, Codec, ComponentKey};
+use crate::tables::{
+    BlockComponents, BlockHandles, BlockIds, ComponentKey, KeyRange, RawBytes, ShortIdPrefix,
+    StoredBlockKey, StoredHash,
+};
 
 /// Blocks of at least this size are parsed on the blocking pool.
 const BLOCKING_PARSE_THRESHOLD: usize = 1 << 20;
@@ -228,7 +231,7 @@ impl BlockComponentStorage {
                 }
                 let _wait_guard =
                     (ty == ArchiveEntryType::Block).then(|| self.data_wait_lock.read());
-                self.write_component(&handle, ty, &frame)?;
+                self.write_component(&handle, ty, RawBytes(frame))?;
                 updated = handle.meta().add_flags(flag_of(ty));
                 if let Some(parsed) = parsed {
                     self.data_subscriptions
@@ -258,23 +261,27 @@ impl BlockComponentStorage {
         &self,
         handle: &BlockHandle,
         ty: ArchiveEntryType,
-        frame: &[u8],
+        frame: RawBytes,
     ) -> Result<()> {
         let mut meta = handle.meta().load();
         meta.flags = BlockFlags(meta.flags.0 & !BlockFlags::IS_REMOVED.0) | flag_of(ty);
-        let mut batch = WriteBatch::default();
-        batch.put_cf(
-            self.db.cf::<BlockComponents>(),
-            ComponentKey(BlockKey::of(handle.id()), ty).encode(),
-            frame,
+        let mut batch = Batch::new();
+        self.db.batch_put::<BlockComponents>(
+            &mut batch,
+            &ComponentKey(BlockKey::of(handle.id()), ty),
+            &frame,
         );
+        drop(frame);
         self.db
-            .batch_merge::<BlockHandles>(&mut batch, &handle.id().root_hash, &meta);
-        FailPoints::hit(&self.db.fail_points.component_batch, "component batch")?;
-        self.db.write(
+            .batch_merge::<BlockHandles>(&mut batch, &StoredHash(handle.id().root_hash), &meta);
+        self.db
+            .fail_points
+            .component_batch
+            .check("component batch")?;
+        Ok(self.db.write(
             batch,
             &format!("storing {} of {}", component_name(ty), handle.id()),
-        )
+        )?)
     }
 
     /// Test helper: stores arbitrary component bytes with its flag, in one batch, compressing them.
@@ -287,15 +294,15 @@ impl BlockComponentStorage {
     ) -> Result<()> {
         let frame = zstd::bulk::compress(raw, self.zstd_level)
             .map_err(StorageError::io("compressing a test component"))?;
-        self.write_component(handle, ty, &frame)?;
+        self.write_component(handle, ty, RawBytes(frame))?;
         handle.meta().add_flags(flag_of(ty));
         Ok(())
     }
 
     fn load_frame(&self, handle: &BlockHandle, ty: ArchiveEntryType) -> Result<Vec<u8>> {
         let key = ComponentKey(BlockKey::of(handle.id()), ty);
-        match self.db.get_raw::<BlockComponents>(&key)? {
-            Some(v) => Ok(v.to_vec()),
+        match self.db.get::<BlockComponents>(&key)? {
+            Some(RawBytes(frame)) => Ok(frame),
             None => Err(StorageError::Inconsistent(format!(
                 "block {} has the {} flag but no stored {}",
                 handle.id(),
@@ -390,7 +397,7 @@ impl BlockComponentStorage {
             return Ok(None);
         }
         let key = ComponentKey(BlockKey::of(handle.id()), ArchiveEntryType::Block);
-        let Some(frame) = self.db.get_raw::<BlockComponents>(&key)? else {
+        let Some(frame) = self.db.get_pinned::<BlockComponents>(&key)? else {
             return Ok(None);
         };
         let size = frame.len() as u64;
@@ -411,7 +418,7 @@ impl BlockComponentStorage {
         let key = ComponentKey(BlockKey::of(handle.id()), ArchiveEntryType::Block);
         Ok(self
             .db
-            .get_raw::<BlockComponents>(&key)?
+            .get_pinned::<BlockComponents>(&key)?
             .map(|v| v.len() as u64))
     }
 
@@ -420,32 +427,32 @@ impl BlockComponentStorage {
         if seqno == u32::MAX {
             return Ok(None);
         }
-        let start = BlockKey::from_parts(-1, ShardIdent::PREFIX_FULL, seqno, &HashBytes::ZERO);
-        let mut it = self.db.iter_from::<BlockComponents>(start.as_bytes());
-        while let Some(k) = it.key() {
-            let key = ComponentKey::decode(k)?;
-            if key.0.workchain() != -1
-                || key.0.prefix() != ShardIdent::PREFIX_FULL
-                || key.0.seqno() != seqno
-            {
-                break;
-            }
+        let prefix = ShortIdPrefix {
+            workchain: -1,
+            prefix: ShardIdent::PREFIX_FULL,
+            seqno,
+        };
+        // Data sorts first among the components of a block (type 0).
+        for row in self.db.iter::<BlockComponents>(KeyRange::prefix(&prefix)) {
+            let (key, RawBytes(frame)) = row?;
             if key.1 == ArchiveEntryType::Block {
-                let file_hash = self.db.get::<BlockIds>(&key.0)?.ok_or_else(|| {
-                    StorageError::Inconsistent(format!(
-                        "block data of {:?} without an id row",
-                        key.0
-                    ))
-                })?;
-                let id = key.0.to_block_id(file_hash)?;
-                let frame = it.value().unwrap_or_default();
-                let raw = decompress(&id, ArchiveEntryType::Block, frame)?;
+                let id = self.id_of(key.0)?;
+                let raw = decompress(&id, ArchiveEntryType::Block, &frame)?;
                 return ParsedBlock::parse(&id, &raw).map(Some);
             }
-            it.next();
         }
-        iter_status(&it, "searching mc block data")?;
         Ok(None)
+    }
+
+    /// The id of a block with stored data, from its id row.
+    fn id_of(&self, key: BlockKey) -> Result<BlockId> {
+        let StoredHash(file_hash) =
+            self.db
+                .get::<BlockIds>(&StoredBlockKey(key))?
+                .ok_or_else(|| {
+                    StorageError::Inconsistent(format!("block data of {key:?} without an id row"))
+                })?;
+        Ok(key.to_block_id(file_hash)?)
     }
 
     /// Blocks with stored data in key order from `continuation` (inclusive), one page at a time. Returns the
@@ -465,25 +472,19 @@ impl BlockComponentStorage {
     ) -> Result<(Vec<BlockId>, Option<BlockKey>)> {
         let page = page.max(1);
         let start = continuation.unwrap_or(BlockKey([0; 48]));
-        let mut it = self.db.iter_from::<BlockComponents>(start.as_bytes());
         let mut ids = Vec::new();
-        while let Some(k) = it.key() {
-            let key = ComponentKey::decode(k)?;
+        for key in self
+            .db
+            .keys::<BlockComponents>(KeyRange::from(&StoredBlockKey(start)))
+        {
+            let key = key?;
             if key.1 == ArchiveEntryType::Block {
                 if ids.len() == page {
                     return Ok((ids, Some(key.0)));
                 }
-                let file_hash = self.db.get::<BlockIds>(&key.0)?.ok_or_else(|| {
-                    StorageError::Inconsistent(format!(
-                        "block data of {:?} without an id row",
-                        key.0
-                    ))
-                })?;
-                ids.push(key.0.to_block_id(file_hash)?);
+                ids.push(self.id_of(key.0)?);
             }
-            it.next();
         }
-        iter_status(&it, "listing blocks")?;
         Ok((ids, None))
     }
 

@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use parking_lot::RwLock;
 use regolith_formats::{BlockId, BlockKey};
-use rocksdb::WriteBatch;
+use regolith_kv::Batch;
 
 use crate::block_handle::BlockHandle;
 use crate::block_meta::BlockFlags;
 use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
 use crate::subscriptions::Subscriptions;
-use crate::tables::{BlockConnections, BlockHandles, ConnectionKey};
+use crate::tables::{BlockConnections, BlockHandles, ConnectionKey, StoredBlockId, StoredHash};
 
 pub use crate::tables::Direction;
 
@@ -62,14 +62,14 @@ impl BlockConnectionStorage {
         }
         let mut meta = handle.meta().load();
         meta.flags = meta.flags | flag;
-        let mut batch = WriteBatch::default();
+        let mut batch = Batch::new();
         self.db.batch_put::<BlockConnections>(
             &mut batch,
             &ConnectionKey(BlockKey::of(handle.id()), direction),
-            connected_id,
+            &StoredBlockId(*connected_id),
         );
         self.db
-            .batch_merge::<BlockHandles>(&mut batch, &handle.id().root_hash, &meta);
+            .batch_merge::<BlockHandles>(&mut batch, &StoredHash(handle.id().root_hash), &meta);
         self.db.write(
             batch,
             &format!("storing {direction:?} connection of {}", handle.id()),
@@ -83,8 +83,10 @@ impl BlockConnectionStorage {
 
     /// The connected id in `direction`, if stored (flags are not checked).
     pub fn load_connection(&self, id: &BlockId, direction: Direction) -> Result<Option<BlockId>> {
-        self.db
-            .get::<BlockConnections>(&ConnectionKey(BlockKey::of(id), direction))
+        Ok(self
+            .db
+            .get::<BlockConnections>(&ConnectionKey(BlockKey::of(id), direction))?
+            .map(|stored| stored.0))
     }
 
     /// Waits until the Next1 connection of `prev_id` is stored and returns it.

@@ -1,14 +1,14 @@
 //! The startup consistency check (storage.md §7.7): flags of bits 0–2 recomputed from component presence.
 
 use regolith_formats::archive::ArchiveEntryType;
-use regolith_formats::BlockKey;
-use rocksdb::WriteBatch;
+use regolith_kv::Batch;
 
 use crate::block_meta::BlockFlags;
-use crate::db::{iter_status, CoreDb};
+use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
 use crate::tables::{
-    BlockComponents, BlockConnections, BlockHandles, BlockIds, Codec, ComponentKey,
+    block_range, BlockComponents, BlockConnections, BlockHandles, BlockIds, KeyRange,
+    StoredBlockKey, StoredHash,
 };
 
 const CHECK_BATCH_BLOCKS: usize = 10_000;
@@ -34,33 +34,30 @@ fn presence_flag(ty: ArchiveEntryType) -> u32 {
 /// With `repair` off (read-only opens) the counts are computed and nothing is written.
 pub(crate) fn check(db: &CoreDb, repair: bool) -> Result<ConsistencyStats> {
     let mut stats = ConsistencyStats::default();
-    let mut ids = db.iter_from::<BlockIds>(&[]);
-    let mut components = db.iter_from::<BlockComponents>(&[]);
-    let mut batch = WriteBatch::default();
+    let mut components = db.keys::<BlockComponents>(KeyRange::all());
+    let mut next_component = components.next().transpose()?;
+    let mut batch = Batch::new();
     let mut in_batch = 0;
 
-    while let Some(id_key) = ids.key() {
-        let key = BlockKey::decode(id_key)?;
+    for id_key in db.keys::<BlockIds>(KeyRange::all()) {
+        let StoredBlockKey(key) = id_key?;
         // Merge-join: advance the component cursor to this block and collect what is present.
         let mut present = 0u32;
-        while let Some(ck) = components.key() {
-            let ck = ComponentKey::decode(ck)?;
+        while let Some(ck) = next_component {
             match ck.0.cmp(&key) {
-                std::cmp::Ordering::Less => components.next(),
-                std::cmp::Ordering::Equal => {
-                    present |= presence_flag(ck.1);
-                    components.next();
-                }
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => present |= presence_flag(ck.1),
                 std::cmp::Ordering::Greater => break,
             }
+            next_component = components.next().transpose()?;
         }
         stats.blocks_checked += 1;
 
         let meta = db
-            .get::<BlockHandles>(&key.root_hash())
-            .map_err(|e| match e {
-                StorageError::Corruption { reason, .. } => StorageError::Corruption {
-                    what: format!("block meta of {key:?}"),
+            .get::<BlockHandles>(&StoredHash(key.root_hash()))
+            .map_err(|e| match StorageError::from(e) {
+                StorageError::Corruption { what, reason } => StorageError::Corruption {
+                    what: format!("block meta of {key:?} ({what})"),
                     reason,
                 },
                 other => other,
@@ -68,13 +65,10 @@ pub(crate) fn check(db: &CoreDb, repair: bool) -> Result<ConsistencyStats> {
         match meta {
             None => {
                 stats.dangling_ids_count += 1;
-                let end = key
-                    .successor()
-                    .map(|k| k.0.to_vec())
-                    .unwrap_or_else(|| vec![0xFF; 49]);
-                db.batch_delete::<BlockIds>(&mut batch, &key);
-                db.batch_delete_range::<BlockComponents>(&mut batch, key.as_bytes(), &end);
-                db.batch_delete_range::<BlockConnections>(&mut batch, key.as_bytes(), &end);
+                let rows = block_range(key, key);
+                db.batch_delete::<BlockIds>(&mut batch, &StoredBlockKey(key));
+                db.batch_delete_range::<BlockComponents>(&mut batch, &rows);
+                db.batch_delete_range::<BlockConnections>(&mut batch, &rows);
                 in_batch += 1;
             }
             Some(mut meta) => {
@@ -88,23 +82,20 @@ pub(crate) fn check(db: &CoreDb, repair: bool) -> Result<ConsistencyStats> {
                     }
                     meta.flags =
                         BlockFlags((meta.flags.0 & !BlockFlags::HAS_ALL_BLOCK_PARTS.0) | present);
-                    db.batch_put::<BlockHandles>(&mut batch, &key.root_hash(), &meta);
+                    db.batch_put::<BlockHandles>(&mut batch, &StoredHash(key.root_hash()), &meta);
                     in_batch += 1;
                 }
             }
         }
         if !repair {
-            batch.clear();
+            batch = Batch::new();
             in_batch = 0;
         }
         if in_batch >= CHECK_BATCH_BLOCKS {
             db.write(std::mem::take(&mut batch), "writing startup check repairs")?;
             in_batch = 0;
         }
-        ids.next();
     }
-    iter_status(&ids, "iterating block ids in the startup check")?;
-    iter_status(&components, "iterating components in the startup check")?;
     if in_batch > 0 {
         db.write(batch, "writing startup check repairs")?;
     }

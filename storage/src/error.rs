@@ -12,7 +12,7 @@ pub enum StorageError {
         context: String,
         /// The RocksDB error.
         #[source]
-        source: rocksdb::Error,
+        source: regolith_kv::rocksdb::Error,
     },
     /// A file operation failed.
     #[error("I/O error while {context}: {source}")]
@@ -107,11 +107,6 @@ pub enum StorageError {
 }
 
 impl StorageError {
-    pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(rocksdb::Error) -> Self {
-        let context = context.into();
-        move |source| Self::Db { context, source }
-    }
-
     pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
         let context = context.into();
         move |source| Self::Io { context, source }
@@ -130,6 +125,19 @@ impl From<FormatError> for StorageError {
         Self::Corruption {
             what: "stored value".into(),
             reason: e.to_string(),
+        }
+    }
+}
+
+impl From<regolith_kv::KvError> for StorageError {
+    fn from(e: regolith_kv::KvError) -> Self {
+        match e {
+            regolith_kv::KvError::Db { context, source } => Self::Db { context, source },
+            regolith_kv::KvError::Corruption { table, key, reason } => Self::Corruption {
+                what: format!("row of {table} (key {key})"),
+                reason,
+            },
+            regolith_kv::KvError::Injected(point) => Self::Injected(point),
         }
     }
 }

@@ -1,14 +1,17 @@
 //! Block GC (storage.md §9): removal of whole blocks below a target, in crash-safe chunks.
 
 use regolith_formats::{BlockId, BlockKey, ShardIdent};
-use rocksdb::WriteBatch;
+use regolith_kv::Batch;
 
 use crate::block_cache::BlockCache;
 use crate::block_handle::HandleCache;
 use crate::block_meta::BlockFlags;
-use crate::db::{iter_status, CoreDb, FailPoints};
+use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
-use crate::tables::{BlockComponents, BlockConnections, BlockHandles, BlockIds, Codec};
+use crate::tables::{
+    block_range, BlockComponents, BlockConnections, BlockHandles, BlockIds, KeyRange,
+    StoredBlockKey, StoredHash,
+};
 
 /// What a GC run removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -71,18 +74,15 @@ pub(crate) fn remove_blocks(
             }
             let first = chunk.blocks[0].0;
             let last = chunk.blocks[chunk.blocks.len() - 1].0;
-            let end = last
-                .successor()
-                .map(|k| k.0.to_vec())
-                .unwrap_or_else(|| vec![0xFF; 49]);
-            let mut batch = WriteBatch::default();
+            let rows = block_range(first, last);
+            let mut batch = Batch::new();
             for (key, _) in &chunk.blocks {
-                db.batch_delete::<BlockHandles>(&mut batch, &key.root_hash());
+                db.batch_delete::<BlockHandles>(&mut batch, &StoredHash(key.root_hash()));
             }
-            db.batch_delete_range::<BlockIds>(&mut batch, first.as_bytes(), &end);
-            db.batch_delete_range::<BlockConnections>(&mut batch, first.as_bytes(), &end);
-            db.batch_delete_range::<BlockComponents>(&mut batch, first.as_bytes(), &end);
-            FailPoints::hit(&db.fail_points.gc_batch, "block GC batch")?;
+            db.batch_delete_range::<BlockIds>(&mut batch, &rows);
+            db.batch_delete_range::<BlockConnections>(&mut batch, &rows);
+            db.batch_delete_range::<BlockComponents>(&mut batch, &rows);
+            db.fail_points.gc_batch.check("block GC batch")?;
             db.write(batch, "removing outdated blocks")?;
             for (key, id) in chunk.blocks.drain(..) {
                 stats.total_blocks_removed += 1;
@@ -98,14 +98,13 @@ pub(crate) fn remove_blocks(
     // an error, and no chunk of it has been written.
     let mut chunks = Vec::new();
     let plan = (|| -> Result<()> {
-        let mut it = db.iter_from::<BlockIds>(&[]);
-        while let (Some(k), Some(v)) = (it.key(), it.value()) {
-            let key = BlockKey::decode(k)?;
+        for row in db.iter::<BlockIds>(KeyRange::all()) {
+            let (StoredBlockKey(key), StoredHash(file_hash)) = row?;
             let flags = db
-                .get::<BlockHandles>(&key.root_hash())
-                .map_err(|e| match e {
+                .get::<BlockHandles>(&StoredHash(key.root_hash()))
+                .map_err(|e| match StorageError::from(e) {
                     StorageError::Corruption { what, reason } => StorageError::Corruption {
-                        what: format!("{what} in block_handles (block key {})", hex::encode(k)),
+                        what: format!("{what}, block key {}", hex::encode(key.as_bytes())),
                         reason,
                     },
                     other => other,
@@ -117,15 +116,13 @@ pub(crate) fn remove_blocks(
                     chunks.push(std::mem::replace(&mut chunk, Chunk { blocks: Vec::new() }));
                 }
             } else {
-                let file_hash = regolith_formats::HashBytes::decode(v)?;
                 chunk.blocks.push((key, key.to_block_id(file_hash)?));
                 if chunk.blocks.len() >= max_blocks_per_batch {
                     chunks.push(std::mem::replace(&mut chunk, Chunk { blocks: Vec::new() }));
                 }
             }
-            it.next();
         }
-        iter_status(&it, "iterating block ids for GC")
+        Ok(())
     })();
     if let Err(e) = plan {
         tracing::error!(target, error = %e, "block GC stopped: nothing was removed");

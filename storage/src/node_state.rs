@@ -2,16 +2,17 @@
 
 use std::sync::Arc;
 
-use regolith_formats::BlockId;
+use regolith_formats::{decode_block_id, encode_block_id, BlockId};
 
 use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
-use crate::tables::{Codec, RawBytes, State, StateKey};
+use crate::tables::{RawBytes, State, StateKey};
 
 const LAST_MC_BLOCK: StateKey = StateKey("last_mc_block");
 const INIT_MC_BLOCK: StateKey = StateKey("init_mc_block");
 const ZEROSTATE_ID: StateKey = StateKey("zerostate_id");
-const ZEROSTATE_PROOF: StateKey = StateKey("zerostate_proof");
+/// The key of the zerostate proof.
+pub const ZEROSTATE_PROOF: StateKey = StateKey("zerostate_proof");
 const DB_VERSION: StateKey = StateKey("db_version");
 
 /// The version this build writes and accepts.
@@ -29,7 +30,7 @@ impl NodeStateStorage {
 
     fn get_id(&self, key: StateKey) -> Result<Option<BlockId>> {
         match self.db.get::<State>(&key)? {
-            Some(raw) => BlockId::decode(&raw.0)
+            Some(raw) => decode_block_id(&raw.0)
                 .map(Some)
                 .map_err(|e| StorageError::corruption(format!("node state {}", key.0), e)),
             None => Ok(None),
@@ -37,7 +38,9 @@ impl NodeStateStorage {
     }
 
     fn set_id(&self, key: StateKey, id: &BlockId) -> Result<()> {
-        self.db.put::<State>(&key, &RawBytes(id.encode()))
+        Ok(self
+            .db
+            .put::<State>(&key, &RawBytes(encode_block_id(id).to_vec()))?)
     }
 
     /// The last applied mc block.
@@ -77,17 +80,18 @@ impl NodeStateStorage {
 
     /// Records the zerostate proof bytes.
     pub fn store_zerostate_proof(&self, proof: &[u8]) -> Result<()> {
-        self.db
-            .put::<State>(&ZEROSTATE_PROOF, &RawBytes(proof.to_vec()))
+        Ok(self
+            .db
+            .put::<State>(&ZEROSTATE_PROOF, &RawBytes(proof.to_vec()))?)
     }
 
     /// Checks the stored db version (writing the current one into a fresh database).
     pub(crate) fn check_db_version(&self, read_only: bool) -> Result<()> {
         match self.db.get::<State>(&DB_VERSION)? {
             None if read_only => Ok(()),
-            None => self
+            None => Ok(self
                 .db
-                .put::<State>(&DB_VERSION, &RawBytes(DB_VERSION_CURRENT.to_vec())),
+                .put::<State>(&DB_VERSION, &RawBytes(DB_VERSION_CURRENT.to_vec()))?),
             Some(raw) => {
                 let found: [u8; 3] = raw.0.as_slice().try_into().map_err(|_| {
                     StorageError::corruption("db_version", format!("{} bytes", raw.0.len()))

@@ -13,15 +13,15 @@ use regolith_formats::persistent_state::{
     manifest_object_name, parse_state_object_name, state_object_name, SplitManifest, StateKind,
     StateObject, StatePart,
 };
-use regolith_formats::{BlockId, BlockKey};
-use rocksdb::WriteBatch;
+use regolith_formats::{BlockId, BlockKey, BLOCK_KEY_LEN};
+use regolith_kv::{Batch, Codec, DecodeError};
 
 use crate::archive::fsync_dir;
 use crate::block_handle::BlockHandleStorage;
 use crate::block_meta::BlockFlags;
-use crate::db::{iter_status, CoreDb, FailPoints};
+use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
-use crate::tables::{Codec, PersistentStates};
+use crate::tables::{BlockHandles, KeyRange, PersistentStates, StoredHash};
 
 /// The directory of state files under the data directory.
 pub const STATES_DIR: &str = "states";
@@ -69,30 +69,27 @@ fn kind_byte(kind: StateKind) -> u8 {
 }
 
 impl Codec for PersistentStateKey {
-    fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(49);
-        out.extend_from_slice(self.0.as_bytes());
-        out.push(kind_byte(self.1));
+    type Encoded<'a> = [u8; BLOCK_KEY_LEN + 1];
+    fn encode(&self) -> [u8; BLOCK_KEY_LEN + 1] {
+        let mut out = [0u8; BLOCK_KEY_LEN + 1];
+        out[..BLOCK_KEY_LEN].copy_from_slice(self.0.as_bytes());
+        out[BLOCK_KEY_LEN] = kind_byte(self.1);
         out
     }
-    fn decode(bytes: &[u8]) -> Result<Self> {
-        if bytes.len() != 49 {
-            return Err(StorageError::corruption(
-                "persistent state key",
-                format!("length {}", bytes.len()),
-            ));
-        }
-        let kind = match bytes[48] {
+    fn decode(bytes: &[u8]) -> std::result::Result<Self, DecodeError> {
+        DecodeError::check_len("persistent state key", bytes, BLOCK_KEY_LEN + 1)?;
+        let kind = match bytes[BLOCK_KEY_LEN] {
             0 => StateKind::Shard,
             1 => StateKind::Queue,
             other => {
-                return Err(StorageError::corruption(
-                    "persistent state key",
-                    format!("kind {other}"),
-                ))
+                return Err(DecodeError::new(format!(
+                    "persistent state key: kind {other}"
+                )))
             }
         };
-        Ok(Self(BlockKey::from_slice(&bytes[..48])?, kind))
+        let key = BlockKey::from_slice(&bytes[..BLOCK_KEY_LEN])
+            .map_err(|e| DecodeError::new(format!("persistent state key: {e}")))?;
+        Ok(Self(key, kind))
     }
 }
 
@@ -118,6 +115,7 @@ pub struct PersistentStateValue {
 const VALUE_VERSION: u8 = 1;
 
 impl Codec for PersistentStateValue {
+    type Encoded<'a> = Vec<u8>;
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(55 + 16 * self.parts.len() + self.file.len());
         out.push(VALUE_VERSION);
@@ -135,8 +133,8 @@ impl Codec for PersistentStateValue {
         out
     }
 
-    fn decode(bytes: &[u8]) -> Result<Self> {
-        let bad = |reason: String| StorageError::corruption("persistent state record", reason);
+    fn decode(bytes: &[u8]) -> std::result::Result<Self, DecodeError> {
+        let bad = |reason: String| DecodeError::new(format!("persistent state record: {reason}"));
         let mut reader = Reader { bytes, pos: 0 };
         let version = reader.u8()?;
         if version != VALUE_VERSION {
@@ -179,24 +177,24 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn slice(&mut self, n: usize) -> Result<&'a [u8]> {
+    fn slice(&mut self, n: usize) -> std::result::Result<&'a [u8], DecodeError> {
         let end = self.pos.checked_add(n).filter(|e| *e <= self.bytes.len());
         let Some(end) = end else {
-            return Err(StorageError::corruption(
-                "persistent state record",
-                format!("truncated at byte {}", self.pos),
-            ));
+            return Err(DecodeError::new(format!(
+                "persistent state record: truncated at byte {}",
+                self.pos
+            )));
         };
         let out = &self.bytes[self.pos..end];
         self.pos = end;
         Ok(out)
     }
-    fn take<const N: usize>(&mut self) -> Result<[u8; N]> {
+    fn take<const N: usize>(&mut self) -> std::result::Result<[u8; N], DecodeError> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.slice(N)?);
         Ok(out)
     }
-    fn u8(&mut self) -> Result<u8> {
+    fn u8(&mut self) -> std::result::Result<u8, DecodeError> {
         Ok(self.take::<1>()?[0])
     }
 }
@@ -286,18 +284,11 @@ impl PersistentStateStorage {
     /// Every record, in block key order.
     pub fn list(&self) -> Result<Vec<PersistentStateRecord>> {
         let mut out = Vec::new();
-        let mut it = self.db.iter_from::<PersistentStates>(&[]);
-        while it.valid() {
-            let (Some(key), Some(value)) = (it.key(), it.value()) else {
-                break;
-            };
-            let key = PersistentStateKey::decode(key)?;
-            let value = PersistentStateValue::decode(value)?;
+        for row in self.db.iter::<PersistentStates>(KeyRange::all()) {
+            let (key, value) = row?;
             let block = key.0.to_block_id(value.file_hash)?;
             out.push(record_of(block, key.1, value));
-            it.next();
         }
-        iter_status(&it, "listing persistent states")?;
         Ok(out)
     }
 
@@ -323,20 +314,20 @@ impl PersistentStateStorage {
             file.write_all(bytes).map_err(io("writing"))?;
             file.sync_all().map_err(io("syncing"))?;
         }
-        FailPoints::hit(
-            &self.db.fail_points.state_after_tmp,
-            "persistent state after the temp file",
-        )?;
+        self.db
+            .fail_points
+            .state_after_tmp
+            .check("persistent state after the temp file")?;
         std::fs::rename(&tmp, &path).map_err(StorageError::io(format!(
             "renaming {} to {}",
             tmp.display(),
             path.display()
         )))?;
         fsync_dir(&self.dir)?;
-        FailPoints::hit(
-            &self.db.fail_points.state_after_rename,
-            "persistent state after the rename",
-        )?;
+        self.db
+            .fail_points
+            .state_after_rename
+            .check("persistent state after the rename")?;
         let record = PersistentStateRecord {
             block: *block,
             kind,
@@ -352,7 +343,7 @@ impl PersistentStateStorage {
 
     /// Writes the record and sets the handle flag (when the block has a handle) in one batch.
     fn record(&self, record: &PersistentStateRecord) -> Result<()> {
-        let mut batch = WriteBatch::default();
+        let mut batch = Batch::new();
         let key = PersistentStateKey(BlockKey::of(&record.block), record.kind);
         let value = PersistentStateValue {
             file_hash: record.block.file_hash,
@@ -371,9 +362,9 @@ impl PersistentStateStorage {
             if !handle.is_removed() && !handle.meta().load().flags.contains(flag) {
                 let mut meta = handle.meta().load();
                 meta.flags = meta.flags | flag;
-                self.db.batch_merge::<crate::tables::BlockHandles>(
+                self.db.batch_merge::<BlockHandles>(
                     &mut batch,
-                    &record.block.root_hash,
+                    &StoredHash(record.block.root_hash),
                     &meta,
                 );
                 flagged = Some(handle);

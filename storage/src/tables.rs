@@ -1,65 +1,45 @@
-//! Column families of the `core` database, each declared as a typed table.
+//! Column families of the `core` database (storage.md §10), each declared as a typed table of
+//! `regolith-kv` with its RocksDB options beside it.
 //!
-//! Code reads and writes through these types ([`crate::db::CoreDb`] helpers), never raw slices, except where
-//! a range operation needs the raw key bounds (GC, listing), which are built from the same key types.
+//! Code reads and writes through these types, never raw slices; range operations build their bounds from
+//! the same key types (a [`StoredBlockKey`] or a [`ShortIdPrefix`] is a prefix of every key of a block).
+//! Formats' types (`BlockKey`, `BlockId`, `HashBytes`) are wrapped in `Stored*` newtypes, which carry
+//! their byte encodings.
 
 use regolith_formats::archive::ArchiveEntryType;
-use regolith_formats::{decode_block_id, encode_block_id, BlockId, BlockKey, HashBytes};
+use regolith_formats::{
+    decode_block_id, encode_block_id, BlockId, BlockKey, HashBytes, BLOCK_ID_LEN, BLOCK_KEY_LEN,
+};
+use regolith_kv::rocksdb::{BlockBasedOptions, DBCompressionType, MergeOperands, Options};
+use regolith_kv::{tables, DecodeError};
+pub use regolith_kv::{Codec, KeyRange, RawBytes, Table};
 
-use crate::block_meta::MetaSnapshot;
-use crate::error::{Result, StorageError};
+use crate::block_meta::{block_meta_merge, MetaSnapshot, META_LEN};
+use crate::config::StorageConfig;
 use crate::persistent_state::{PersistentStateKey, PersistentStateValue};
 
-/// A key or value with a byte encoding.
-pub trait Codec: Sized {
-    /// Encodes the value.
-    fn encode(&self) -> Vec<u8>;
-    /// Decodes a stored value; a wrong length or shape is a corruption error.
-    fn decode(bytes: &[u8]) -> Result<Self>;
-}
-
-/// A column family with its key and value types.
-pub trait Table {
-    /// Column family name.
-    const NAME: &'static str;
-    /// Key type.
-    type Key: Codec;
-    /// Value type.
-    type Value: Codec;
-}
-
-macro_rules! tables {
-    ($($(#[$doc:meta])* $name:ident: $cf:literal, $key:ty => $value:ty;)*) => {
-        $(
-            $(#[$doc])*
-            pub struct $name;
-            impl Table for $name {
-                const NAME: &'static str = $cf;
-                type Key = $key;
-                type Value = $value;
-            }
-        )*
-        /// Names of every column family of the database.
-        pub const ALL_TABLES: &[&str] = &[$($cf),*];
-    };
-}
-
 tables! {
+    /// The tables of the `core` database; options are built from the storage configuration (BlobDB of
+    /// the components).
+    schema CoreTables(StorageConfig);
     /// Node state: ASCII names → values (`last_mc_block`, `init_mc_block`, `zerostate_id`: 80-byte ids;
     /// `zerostate_proof`: raw bytes; `db_version`: 3-byte semver).
     State: "state", StateKey => RawBytes;
-    /// Block meta: root hash (32) → 12-byte meta (§2.4), merged with `block_meta_merge`.
-    BlockHandles: "block_handles", HashBytes => MetaSnapshot;
+    /// Block meta: root hash (32) → 12-byte meta (§2.4), merged with `block_meta_merge`; point-lookup
+    /// tuned.
+    BlockHandles: "block_handles", StoredHash => MetaSnapshot, options = block_handles_options;
     /// Known blocks in key order: block key (48) → file hash (32).
-    BlockIds: "block_ids", BlockKey => HashBytes;
+    BlockIds: "block_ids", StoredBlockKey => StoredHash;
     /// Key-block index: mc seqno (u32 BE) → block id (80 LE). Never touched by GC.
-    KeyBlocks: "key_blocks", SeqnoKey => BlockId;
+    KeyBlocks: "key_blocks", SeqnoKey => StoredBlockId;
     /// Connections: block key (48) ‖ direction (1) → connected id (80 LE).
-    BlockConnections: "block_connections", ConnectionKey => BlockId;
+    BlockConnections: "block_connections", ConnectionKey => StoredBlockId;
     /// Components: block key (48) ‖ type (1: Block 0, Proof 1, QueueDiff 2) → zstd frame with content size.
-    BlockComponents: "block_components", ComponentKey => RawBytes;
-    /// Blocks of an archive being built: archive id (u32 BE) → concatenated 80-byte ids (merge `archive_ids_concat`).
-    ArchiveBlockIds: "archive_block_ids", SeqnoKey => RawBytes;
+    /// BlobDB; no SST or blob compression (the frames are compressed).
+    BlockComponents: "block_components", ComponentKey => RawBytes, options = block_components_options;
+    /// Blocks of an archive being built: archive id (u32 BE) → concatenated 80-byte ids (merge
+    /// `archive_ids_concat`, no compression).
+    ArchiveBlockIds: "archive_block_ids", SeqnoKey => RawBytes, options = archive_block_ids_options;
     /// Archive events: archive id (u32 BE) ‖ event code (u32 BE) → empty or u32 LE.
     ArchiveEvents: "archive_events", ArchiveEventKey => RawBytes;
     /// Persistent states: block key (48) ‖ kind (1: shard 0, queue 1) → the state's file, size, chunk size
@@ -67,71 +47,152 @@ tables! {
     PersistentStates: "persistent_states", PersistentStateKey => PersistentStateValue;
 }
 
+/// `block_handles`: the meta merge operator, bloom filters, point-lookup tuning.
+fn block_handles_options(opts: &mut Options, _: &StorageConfig) {
+    opts.set_merge_operator("block_meta_merge", block_meta_merge, block_meta_merge);
+    let mut block = BlockBasedOptions::default();
+    block.set_bloom_filter(10.0, false);
+    block.set_whole_key_filtering(true);
+    opts.set_block_based_table_factory(&block);
+    opts.optimize_for_point_lookup(64);
+}
+
+/// `block_components`: BlobDB with the configured sizes and GC; the frames are compressed already.
+fn block_components_options(opts: &mut Options, config: &StorageConfig) {
+    let c = &config.components;
+    opts.set_enable_blob_files(true);
+    opts.set_min_blob_size(c.min_blob_size.as_u64());
+    opts.set_blob_file_size(c.blob_file_size.as_u64());
+    opts.set_enable_blob_gc(true);
+    opts.set_blob_gc_age_cutoff(c.blob_gc_age_cutoff);
+    opts.set_blob_compression_type(DBCompressionType::None);
+    opts.set_compression_type(DBCompressionType::None);
+}
+
+/// `archive_block_ids`: the concatenating merge operator, no compression.
+fn archive_block_ids_options(opts: &mut Options, _: &StorageConfig) {
+    opts.set_merge_operator("archive_ids_concat", archive_ids_concat, archive_ids_concat);
+    opts.set_compression_type(DBCompressionType::None);
+}
+
+/// The `archive_ids_concat` operator: the existing value followed by every operand, in order.
+fn archive_ids_concat(
+    _key: &[u8],
+    existing: Option<&[u8]>,
+    operands: &MergeOperands,
+) -> Option<Vec<u8>> {
+    let mut out = existing.map(<[u8]>::to_vec).unwrap_or_default();
+    for op in operands {
+        out.extend_from_slice(op);
+    }
+    Some(out)
+}
+
+type Result<T, E = DecodeError> = std::result::Result<T, E>;
+
 /// A state key name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StateKey(pub &'static str);
 
 impl Codec for StateKey {
-    fn encode(&self) -> Vec<u8> {
-        self.0.as_bytes().to_vec()
+    type Encoded<'a> = &'a [u8];
+    fn encode(&self) -> &[u8] {
+        self.0.as_bytes()
     }
     fn decode(_: &[u8]) -> Result<Self> {
-        Err(StorageError::corruption(
-            "state key",
-            "state keys are not enumerated",
-        ))
+        Err(DecodeError::new("state key: state keys are not enumerated"))
     }
 }
 
-/// Uninterpreted bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawBytes(pub Vec<u8>);
+/// A 32-byte hash as stored: the root hash keying `block_handles`, the file hash of `block_ids`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StoredHash(pub HashBytes);
 
-impl Codec for RawBytes {
-    fn encode(&self) -> Vec<u8> {
-        self.0.clone()
+impl Codec for StoredHash {
+    type Encoded<'a> = [u8; 32];
+    fn encode(&self) -> [u8; 32] {
+        self.0 .0
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
-        Ok(Self(bytes.to_vec()))
-    }
-}
-
-impl Codec for HashBytes {
-    fn encode(&self) -> Vec<u8> {
-        self.0.to_vec()
-    }
-    fn decode(bytes: &[u8]) -> Result<Self> {
-        let arr: [u8; 32] = bytes.try_into().map_err(|_| {
-            StorageError::corruption("hash", format!("expected 32 bytes, got {}", bytes.len()))
-        })?;
-        Ok(HashBytes(arr))
+        DecodeError::check_len("hash", bytes, 32)?;
+        Ok(Self(HashBytes(bytes.try_into().unwrap())))
     }
 }
 
 impl Codec for MetaSnapshot {
-    fn encode(&self) -> Vec<u8> {
-        MetaSnapshot::encode(self).to_vec()
+    type Encoded<'a> = [u8; META_LEN];
+    fn encode(&self) -> [u8; META_LEN] {
+        MetaSnapshot::encode(self)
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
-        MetaSnapshot::decode(bytes)
+        DecodeError::check_len("block meta", bytes, META_LEN)?;
+        MetaSnapshot::decode(bytes).map_err(DecodeError::new)
     }
 }
 
-impl Codec for BlockKey {
-    fn encode(&self) -> Vec<u8> {
-        self.0.to_vec()
+/// A block key (48: workchain BE ‖ prefix BE ‖ seqno BE ‖ root hash) as stored: the key of `block_ids`,
+/// and the prefix of every key of a block in `block_connections`, `block_components` and
+/// `persistent_states`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StoredBlockKey(pub BlockKey);
+
+impl Codec for StoredBlockKey {
+    type Encoded<'a> = [u8; BLOCK_KEY_LEN];
+    fn encode(&self) -> [u8; BLOCK_KEY_LEN] {
+        self.0 .0
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
-        Ok(BlockKey::from_slice(bytes)?)
+        BlockKey::from_slice(bytes)
+            .map(Self)
+            .map_err(|e| DecodeError::new(format!("block key: {e}")))
     }
 }
 
-impl Codec for BlockId {
-    fn encode(&self) -> Vec<u8> {
-        encode_block_id(self).to_vec()
+/// Every row of the blocks `first..=last` (in key order) of a table keyed or prefixed by the block key:
+/// from `first` up to the successor of `last` (a 49-byte all-ff bound if `last` has none).
+pub fn block_range(first: BlockKey, last: BlockKey) -> KeyRange {
+    KeyRange::inclusive(&StoredBlockKey(first), &StoredBlockKey(last))
+}
+
+/// A block id stored as a value (80 B LE, §2.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredBlockId(pub BlockId);
+
+impl Codec for StoredBlockId {
+    type Encoded<'a> = [u8; BLOCK_ID_LEN];
+    fn encode(&self) -> [u8; BLOCK_ID_LEN] {
+        encode_block_id(&self.0)
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
-        Ok(decode_block_id(bytes)?)
+        decode_block_id(bytes)
+            .map(Self)
+            .map_err(|e| DecodeError::new(format!("block id: {e}")))
+    }
+}
+
+/// The first 16 bytes of a block key, workchain BE ‖ prefix BE ‖ seqno BE: a range prefix of every block
+/// with this short id (several on forks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShortIdPrefix {
+    /// Workchain.
+    pub workchain: i32,
+    /// Shard prefix with its tag bit.
+    pub prefix: u64,
+    /// Seqno.
+    pub seqno: u32,
+}
+
+impl Codec for ShortIdPrefix {
+    type Encoded<'a> = [u8; 16];
+    fn encode(&self) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        out[..4].copy_from_slice(&self.workchain.to_be_bytes());
+        out[4..12].copy_from_slice(&self.prefix.to_be_bytes());
+        out[12..].copy_from_slice(&self.seqno.to_be_bytes());
+        out
+    }
+    fn decode(_: &[u8]) -> Result<Self> {
+        Err(DecodeError::new("short id prefixes are not stored"))
     }
 }
 
@@ -140,14 +201,13 @@ impl Codec for BlockId {
 pub struct SeqnoKey(pub u32);
 
 impl Codec for SeqnoKey {
-    fn encode(&self) -> Vec<u8> {
-        self.0.to_be_bytes().to_vec()
+    type Encoded<'a> = [u8; 4];
+    fn encode(&self) -> [u8; 4] {
+        self.0.to_be_bytes()
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
-        let arr: [u8; 4] = bytes.try_into().map_err(|_| {
-            StorageError::corruption("u32 key", format!("expected 4 bytes, got {}", bytes.len()))
-        })?;
-        Ok(Self(u32::from_be_bytes(arr)))
+        DecodeError::check_len("u32 key", bytes, 4)?;
+        Ok(Self(u32::from_be_bytes(bytes.try_into().unwrap())))
     }
 }
 
@@ -174,28 +234,36 @@ impl Direction {
     }
 }
 
+/// Encodes a block key followed by one byte (connection and component keys).
+fn block_key_and(key: &BlockKey, byte: u8) -> [u8; BLOCK_KEY_LEN + 1] {
+    let mut out = [0u8; BLOCK_KEY_LEN + 1];
+    out[..BLOCK_KEY_LEN].copy_from_slice(key.as_bytes());
+    out[BLOCK_KEY_LEN] = byte;
+    out
+}
+
+/// Decodes a block key followed by one byte.
+fn split_block_key(what: &str, bytes: &[u8]) -> Result<(BlockKey, u8)> {
+    DecodeError::check_len(what, bytes, BLOCK_KEY_LEN + 1)?;
+    let key = BlockKey::from_slice(&bytes[..BLOCK_KEY_LEN])
+        .map_err(|e| DecodeError::new(format!("{what}: {e}")))?;
+    Ok((key, bytes[BLOCK_KEY_LEN]))
+}
+
 /// Key of `block_connections`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionKey(pub BlockKey, pub Direction);
 
 impl Codec for ConnectionKey {
-    fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(49);
-        out.extend_from_slice(self.0.as_bytes());
-        out.push(self.1 as u8);
-        out
+    type Encoded<'a> = [u8; BLOCK_KEY_LEN + 1];
+    fn encode(&self) -> [u8; BLOCK_KEY_LEN + 1] {
+        block_key_and(&self.0, self.1 as u8)
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
-        if bytes.len() != 49 {
-            return Err(StorageError::corruption(
-                "connection key",
-                format!("length {}", bytes.len()),
-            ));
-        }
-        let dir = Direction::from_byte(bytes[48]).ok_or_else(|| {
-            StorageError::corruption("connection key", format!("direction {}", bytes[48]))
-        })?;
-        Ok(Self(BlockKey::from_slice(&bytes[..48])?, dir))
+        let (key, byte) = split_block_key("connection key", bytes)?;
+        let dir = Direction::from_byte(byte)
+            .ok_or_else(|| DecodeError::new(format!("connection key: direction {byte}")))?;
+        Ok(Self(key, dir))
     }
 }
 
@@ -204,23 +272,15 @@ impl Codec for ConnectionKey {
 pub struct ComponentKey(pub BlockKey, pub ArchiveEntryType);
 
 impl Codec for ComponentKey {
-    fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(49);
-        out.extend_from_slice(self.0.as_bytes());
-        out.push(self.1.as_byte());
-        out
+    type Encoded<'a> = [u8; BLOCK_KEY_LEN + 1];
+    fn encode(&self) -> [u8; BLOCK_KEY_LEN + 1] {
+        block_key_and(&self.0, self.1.as_byte())
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
-        if bytes.len() != 49 {
-            return Err(StorageError::corruption(
-                "component key",
-                format!("length {}", bytes.len()),
-            ));
-        }
-        let ty = ArchiveEntryType::from_byte(bytes[48]).ok_or_else(|| {
-            StorageError::corruption("component key", format!("type {}", bytes[48]))
-        })?;
-        Ok(Self(BlockKey::from_slice(&bytes[..48])?, ty))
+        let (key, byte) = split_block_key("component key", bytes)?;
+        let ty = ArchiveEntryType::from_byte(byte)
+            .ok_or_else(|| DecodeError::new(format!("component key: type {byte}")))?;
+        Ok(Self(key, ty))
     }
 }
 
@@ -234,22 +294,52 @@ pub struct ArchiveEventKey {
 }
 
 impl Codec for ArchiveEventKey {
-    fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(8);
-        out.extend_from_slice(&self.archive_id.to_be_bytes());
-        out.extend_from_slice(&self.event.to_be_bytes());
+    type Encoded<'a> = [u8; 8];
+    fn encode(&self) -> [u8; 8] {
+        let mut out = [0u8; 8];
+        out[..4].copy_from_slice(&self.archive_id.to_be_bytes());
+        out[4..].copy_from_slice(&self.event.to_be_bytes());
         out
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
-        if bytes.len() != 8 {
-            return Err(StorageError::corruption(
-                "archive event key",
-                format!("length {}", bytes.len()),
-            ));
-        }
+        DecodeError::check_len("archive event key", bytes, 8)?;
         Ok(Self {
             archive_id: u32::from_be_bytes(bytes[0..4].try_into().unwrap()),
             event: u32::from_be_bytes(bytes[4..8].try_into().unwrap()),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_reject_bad_bytes() {
+        let key = BlockKey::from_parts(-1, 0x8000_0000_0000_0000, 7, &HashBytes([3; 32]));
+        let c = ConnectionKey(key, Direction::Next1);
+        assert_eq!(ConnectionKey::decode(&c.encode()).unwrap(), c);
+        let mut bad = c.encode();
+        bad[48] = 9;
+        assert!(ConnectionKey::decode(&bad).is_err());
+        assert!(ConnectionKey::decode(&bad[..48]).is_err());
+        let p = ComponentKey(key, ArchiveEntryType::QueueDiff);
+        assert_eq!(ComponentKey::decode(&p.encode()).unwrap(), p);
+        assert_eq!(
+            ShortIdPrefix {
+                workchain: -1,
+                prefix: 0x8000_0000_0000_0000,
+                seqno: 7
+            }
+            .encode(),
+            key.0[..16]
+        );
+        let e = ArchiveEventKey {
+            archive_id: 5,
+            event: 400,
+        };
+        assert_eq!(ArchiveEventKey::decode(&e.encode()).unwrap(), e);
+        assert!(SeqnoKey::decode(&[1, 2, 3]).is_err());
+        assert!(StoredHash::decode(&[0; 31]).is_err());
     }
 }

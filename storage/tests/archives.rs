@@ -2,8 +2,6 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
-
 use common::*;
 use rand::RngCore;
 use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
@@ -251,10 +249,7 @@ async fn s31_interrupted_commit_is_redone_at_start() {
     {
         let s = t.s();
         ingest_archive_1(s).await;
-        s.db()
-            .fail_points
-            .archive_commit_after_tmp
-            .store(true, Ordering::SeqCst);
+        s.db().fail_points.archive_commit_after_tmp.arm();
         s.archives()
             .move_into_archive(&mc_handle(s, 101, false), false)
             .unwrap();

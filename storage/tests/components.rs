@@ -2,7 +2,6 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -10,7 +9,7 @@ use common::*;
 use regolith_formats::archive::ArchiveEntryType;
 use regolith_formats::block_id::parse_block_id;
 use regolith_formats::{BlockKey, ShardIdent};
-use regolith_storage::tables::{BlockComponents, BlockHandles, Codec, ComponentKey};
+use regolith_storage::tables::{BlockComponents, BlockHandles, ComponentKey, StoredHash};
 use regolith_storage::{BlockFlags, MaybeExistingHandle, StorageError};
 
 fn block_fixture() -> (regolith_formats::BlockId, Vec<u8>) {
@@ -92,10 +91,7 @@ async fn s18_failed_component_batch() {
     let mut t = TempStorage::new();
     {
         let s = t.s();
-        s.db()
-            .fail_points
-            .component_batch
-            .store(true, Ordering::SeqCst);
+        s.db().fail_points.component_batch.arm();
         let err = s
             .components()
             .store_block_data(&id, Bytes::from(raw.clone()), meta(1))
@@ -132,10 +128,8 @@ async fn s19_startup_check_repairs_flags() {
         let config = t.config.clone();
         let db = regolith_storage::db::CoreDb::open(&config.root_dir.join("core"), &config, false)
             .unwrap();
-        let cf = db.cf::<BlockComponents>();
         let del = |id, ty| {
-            db.raw()
-                .delete_cf(cf, ComponentKey(BlockKey::of(id), ty).encode())
+            db.delete::<BlockComponents>(&ComponentKey(BlockKey::of(id), ty))
                 .unwrap()
         };
         for id in &mc[0..25] {
@@ -148,9 +142,13 @@ async fn s19_startup_check_repairs_flags() {
             del(id, ArchiveEntryType::QueueDiff);
         }
         for id in &mc[45..55] {
-            let mut m = db.get::<BlockHandles>(&id.root_hash).unwrap().unwrap();
+            let mut m = db
+                .get::<BlockHandles>(&StoredHash(id.root_hash))
+                .unwrap()
+                .unwrap();
             m.flags = BlockFlags(m.flags.0 & !0b111);
-            db.put::<BlockHandles>(&id.root_hash, &m).unwrap();
+            db.put::<BlockHandles>(&StoredHash(id.root_hash), &m)
+                .unwrap();
         }
     }
     let s = t.reopen();

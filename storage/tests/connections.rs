@@ -45,7 +45,7 @@ fn s14_prev1_written_once() {
         .unwrap();
     let raw = s
         .db()
-        .get_raw::<BlockConnections>(&ConnectionKey(
+        .get_raw_value::<BlockConnections>(&ConnectionKey(
             regolith_formats::BlockKey::of(&mc_id(124)),
             Direction::Prev1,
         ))

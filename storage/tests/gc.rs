@@ -2,14 +2,12 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
-
 use common::*;
 use regolith_formats::archive::ArchiveEntryType;
 use regolith_formats::{BlockId, BlockKey, ShardIdent};
 use regolith_storage::tables::{
     BlockComponents, BlockConnections, BlockHandles, BlockIds, ComponentKey, ConnectionKey,
-    KeyBlocks, SeqnoKey,
+    KeyBlocks, SeqnoKey, StoredBlockId, StoredBlockKey, StoredHash,
 };
 use regolith_storage::{BlockGcStats, Direction, NewBlockMeta, Storage, StorageError};
 
@@ -58,8 +56,9 @@ fn rows(s: &Storage, id: &BlockId) -> (bool, bool, usize, usize) {
         })
         .count();
     (
-        db.contains::<BlockHandles>(&id.root_hash).unwrap(),
-        db.contains::<BlockIds>(&key).unwrap(),
+        db.contains::<BlockHandles>(&StoredHash(id.root_hash))
+            .unwrap(),
+        db.contains::<BlockIds>(&StoredBlockKey(key)).unwrap(),
         components,
         connections,
     )
@@ -108,7 +107,7 @@ async fn s34_remove_blocks() {
     }
     assert_eq!(
         s.db().get::<KeyBlocks>(&SeqnoKey(0)).unwrap(),
-        Some(mc_id(0))
+        Some(StoredBlockId(mc_id(0)))
     );
     assert_eq!(s.remove_blocks(71, heights(51)).await.unwrap(), stats(1, 2));
     assert_eq!(s.remove_blocks(71, heights(51)).await.unwrap(), stats(0, 0));
@@ -167,11 +166,7 @@ async fn s37_failed_gc_batch() {
         }
     });
     let (mc, sh) = grid(t.s());
-    t.s()
-        .db()
-        .fail_points
-        .gc_batch
-        .store(true, Ordering::SeqCst);
+    t.s().db().fail_points.gc_batch.arm();
     let err = t
         .s()
         .remove_blocks(70, vec![(ShardIdent::BASECHAIN, 50)])
@@ -257,8 +252,7 @@ async fn corrupt_handle_row_stops_gc_and_deletes_nothing() {
         .set_block_persistent(&t.s().handles().load_handle(victim).unwrap().unwrap())
         .unwrap();
     let db = t.s().db();
-    db.raw()
-        .put_cf(db.cf::<BlockHandles>(), victim.root_hash.0, [0u8; 11])
+    db.put_raw_value::<BlockHandles>(&StoredHash(victim.root_hash), &[0u8; 11])
         .unwrap();
     let err = t
         .s()
@@ -279,6 +273,6 @@ async fn corrupt_handle_row_stops_gc_and_deletes_nothing() {
     }
     assert!(s
         .db()
-        .contains::<BlockIds>(&regolith_formats::BlockKey::of(victim))
+        .contains::<BlockIds>(&StoredBlockKey(regolith_formats::BlockKey::of(victim)))
         .unwrap());
 }

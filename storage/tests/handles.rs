@@ -3,8 +3,8 @@
 mod common;
 
 use common::*;
-use regolith_formats::{BlockId, ShardIdent};
-use regolith_storage::tables::BlockHandles;
+use regolith_formats::{BlockId, HashBytes, ShardIdent};
+use regolith_storage::tables::{BlockHandles, KeyRange, StoredHash};
 use regolith_storage::{
     BlockFlags, BlockMeta, HandleStatus, MetaSnapshot, NewBlockMeta, StorageError,
 };
@@ -42,44 +42,54 @@ fn snap(ref_by_mc_seqno: u32, flags: BlockFlags, gen_utime: u32) -> Vec<u8> {
     .to_vec()
 }
 
+/// Meta bytes as a writer that forgot to clear bit 15 would store them (the operator must clear it).
+fn snap_unmasked(ref_by_mc_seqno: u32, flags: BlockFlags, gen_utime: u32) -> Vec<u8> {
+    [
+        ref_by_mc_seqno.to_le_bytes(),
+        flags.0.to_le_bytes(),
+        gen_utime.to_le_bytes(),
+    ]
+    .concat()
+}
+
 #[test]
 fn s02_merge_operator() {
     let t = TempStorage::new();
     let db = t.s().db();
-    let raw = db.raw();
-    let cf = db.cf::<BlockHandles>();
-    let key = [7u8; 32];
-    raw.put_cf(cf, key, snap(5, BlockFlags::HAS_DATA, 7))
+    let key = StoredHash(HashBytes([7u8; 32]));
+    db.put_raw_value::<BlockHandles>(&key, &snap(5, BlockFlags::HAS_DATA, 7))
         .unwrap();
-    raw.merge_cf(cf, key, snap(9, BlockFlags::HAS_PROOF, 9))
+    db.merge_raw_value::<BlockHandles>(&key, &snap(9, BlockFlags::HAS_PROOF, 9))
         .unwrap();
-    raw.merge_cf(cf, key, snap(9, BlockFlags::IS_REMOVED, 9))
+    db.merge_raw_value::<BlockHandles>(&key, &snap_unmasked(9, BlockFlags::IS_REMOVED, 9))
         .unwrap();
-    let full = raw.get_cf(cf, key).unwrap().unwrap();
+    let full = db.get_raw_value::<BlockHandles>(&key).unwrap().unwrap();
     let expected = snap(5, BlockFlags::HAS_DATA | BlockFlags::HAS_PROOF, 7);
     assert_eq!(full, expected);
 
     // Partial merge first (operands only, flushed as a merge stack), then a full merge: same bytes.
-    let key2 = [8u8; 32];
-    raw.merge_cf(cf, key2, snap(9, BlockFlags::HAS_PROOF, 9))
+    let key2 = StoredHash(HashBytes([8u8; 32]));
+    db.merge_raw_value::<BlockHandles>(&key2, &snap(9, BlockFlags::HAS_PROOF, 9))
         .unwrap();
-    raw.merge_cf(cf, key2, snap(9, BlockFlags::IS_REMOVED, 9))
+    db.merge_raw_value::<BlockHandles>(&key2, &snap_unmasked(9, BlockFlags::IS_REMOVED, 9))
         .unwrap();
-    db.flush().unwrap();
-    raw.compact_range_cf(cf, None::<&[u8]>, None::<&[u8]>);
-    raw.merge_cf(cf, key2, snap(1, BlockFlags::HAS_DATA, 1))
+    db.flush_all().unwrap();
+    db.compact_range::<BlockHandles>(&KeyRange::all());
+    db.merge_raw_value::<BlockHandles>(&key2, &snap(1, BlockFlags::HAS_DATA, 1))
         .unwrap();
     assert_eq!(
-        raw.get_cf(cf, key2).unwrap().unwrap(),
+        db.get_raw_value::<BlockHandles>(&key2).unwrap().unwrap(),
         snap(9, BlockFlags::HAS_DATA | BlockFlags::HAS_PROOF, 9)
     );
 
     // A bad operand is corruption, never a panic.
-    let key3 = [9u8; 32];
-    raw.put_cf(cf, key3, snap(1, BlockFlags::HAS_DATA, 1))
+    let key3 = StoredHash(HashBytes([9u8; 32]));
+    db.put_raw_value::<BlockHandles>(&key3, &snap(1, BlockFlags::HAS_DATA, 1))
         .unwrap();
-    raw.merge_cf(cf, key3, [1u8; 11]).unwrap();
-    assert!(raw.get_cf(cf, key3).is_err());
+    db.merge_raw_value::<BlockHandles>(&key3, &[1u8; 11])
+        .unwrap();
+    assert!(db.get_raw_value::<BlockHandles>(&key3).is_err());
+    assert!(db.get::<BlockHandles>(&key3).is_err());
 }
 
 #[test]
@@ -224,7 +234,7 @@ fn s09_cache_gc_protection() {
     let before = t
         .s()
         .db()
-        .get::<BlockHandles>(&h102.id().root_hash)
+        .get::<BlockHandles>(&StoredHash(h102.id().root_hash))
         .unwrap()
         .unwrap();
 
@@ -241,7 +251,7 @@ fn s09_cache_gc_protection() {
     let after = t
         .s()
         .db()
-        .get::<BlockHandles>(&h102.id().root_hash)
+        .get::<BlockHandles>(&StoredHash(h102.id().root_hash))
         .unwrap()
         .unwrap();
     assert_eq!(before, after, "an inert handle writes nothing");
@@ -280,8 +290,7 @@ fn corrupted_meta_is_an_error_not_a_panic() {
     let id = shard_id(10);
     drop(t.s().handles().create_or_load_handle(&id, meta(1)).unwrap());
     let db = t.s().db();
-    db.raw()
-        .put_cf(db.cf::<BlockHandles>(), id.root_hash.0, [0u8; 11])
+    db.put_raw_value::<BlockHandles>(&StoredHash(id.root_hash), &[0u8; 11])
         .unwrap();
     assert!(matches!(
         t.s().handles().load_handle(&id),

@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
-use regolith_storage::tables::{KeyBlocks, SeqnoKey};
+use regolith_storage::tables::{KeyBlocks, SeqnoKey, StoredBlockId};
 use regolith_storage::{KeyBlocksDirection, NewBlockMeta, Storage, StorageError};
 use tycho_types::boc::Boc;
 
@@ -111,7 +111,9 @@ fn key_block_index_errors_are_surfaced() {
     let s = t.s();
     // An indexed key block without handle rows is an error, never a silent None.
     let ghost = mc_id(40);
-    s.db().put::<KeyBlocks>(&SeqnoKey(40), &ghost).unwrap();
+    s.db()
+        .put::<KeyBlocks>(&SeqnoKey(40), &StoredBlockId(ghost))
+        .unwrap();
     assert!(matches!(
         s.handles().load_key_block_handle(40),
         Err(StorageError::Inconsistent(_))
@@ -122,8 +124,7 @@ fn key_block_index_errors_are_surfaced() {
     ));
     // A corrupted entry surfaces as an error item.
     s.db()
-        .raw()
-        .put_cf(s.db().cf::<KeyBlocks>(), 50u32.to_be_bytes(), [1u8; 79])
+        .put_raw_value::<KeyBlocks>(&SeqnoKey(50), &[1u8; 79])
         .unwrap();
     let items: Vec<_> = s
         .handles()
@@ -153,7 +154,10 @@ async fn s13_zerostate() {
     s.handles()
         .create_or_load_handle(&id, NewBlockMeta::zero_state(1737727446, true))
         .unwrap();
-    assert_eq!(s.db().get::<KeyBlocks>(&SeqnoKey(0)).unwrap(), Some(id));
+    assert_eq!(
+        s.db().get::<KeyBlocks>(&SeqnoKey(0)).unwrap(),
+        Some(StoredBlockId(id))
+    );
     assert_eq!(
         s.handles().find_last_key_block().unwrap().unwrap().id(),
         &id

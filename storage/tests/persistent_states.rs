@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
-
 use common::*;
 use regolith_storage::{StateKind, StorageError};
 
@@ -66,10 +64,7 @@ async fn a_crash_after_the_temp_file_leaves_no_state_and_the_temp_file_is_remove
     {
         let s = t.s();
         s.handles().create_or_load_handle(&id, meta(20)).unwrap();
-        s.db()
-            .fail_points
-            .state_after_tmp
-            .store(true, Ordering::SeqCst);
+        s.db().fail_points.state_after_tmp.arm();
         let err = s
             .persistent_states()
             .store(&id, StateKind::Shard, b"state")
@@ -103,10 +98,7 @@ async fn a_crash_after_the_rename_is_completed_by_indexing_at_open() {
     {
         let s = t.s();
         s.handles().create_or_load_handle(&id, meta(30)).unwrap();
-        s.db()
-            .fail_points
-            .state_after_rename
-            .store(true, Ordering::SeqCst);
+        s.db().fail_points.state_after_rename.arm();
         assert!(s
             .persistent_states()
             .store(&id, StateKind::Queue, b"queue state")
@@ -139,7 +131,7 @@ async fn a_crash_after_the_rename_is_completed_by_indexing_at_open() {
 
 #[tokio::test]
 async fn a_corrupted_record_is_an_error_not_a_missing_state() {
-    use regolith_storage::tables::{Codec, PersistentStates, Table};
+    use regolith_storage::tables::PersistentStates;
     let t = TempStorage::new();
     let s = t.s();
     let id = mc_id(40);
@@ -150,8 +142,9 @@ async fn a_corrupted_record_is_an_error_not_a_missing_state() {
         regolith_formats::BlockKey::of(&id),
         StateKind::Shard,
     );
-    let cf = s.db().raw().cf_handle(PersistentStates::NAME).unwrap();
-    s.db().raw().put_cf(cf, key.encode(), [1u8, 2, 3]).unwrap();
+    s.db()
+        .put_raw_value::<PersistentStates>(&key, &[1u8, 2, 3])
+        .unwrap();
     assert!(matches!(
         s.persistent_states().get(&id, StateKind::Shard),
         Err(StorageError::Corruption { .. })

@@ -208,7 +208,7 @@ fn run_case(case: Case, w: &Workload) -> Result<f64> {
         _ => held,
     };
     if case == Case::LoadColdFlushed {
-        storage.db().flush()?;
+        storage.db().flush_all()?;
     }
 
     let start = Instant::now();

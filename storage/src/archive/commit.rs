@@ -5,15 +5,16 @@ use std::path::{Path, PathBuf};
 
 use regolith_formats::archive::{ArchiveEntryType, ArchiveWriter};
 use regolith_formats::{decode_block_id, BlockId, BlockKey, BLOCK_ID_LEN};
-use rocksdb::WriteBatch;
+use regolith_kv::Batch;
 
 use super::{archive_path, event_key, EVENT_COMMITTED};
 use crate::block_components::decompress;
 use crate::block_meta::BlockFlags;
-use crate::db::{CoreDb, FailPoints};
+use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
 use crate::tables::{
-    ArchiveBlockIds, ArchiveEvents, BlockComponents, BlockHandles, ComponentKey, RawBytes, SeqnoKey,
+    ArchiveBlockIds, ArchiveEvents, BlockComponents, BlockHandles, ComponentKey, RawBytes,
+    SeqnoKey, StoredHash,
 };
 
 /// Path of the temp file of an archive being written.
@@ -58,7 +59,7 @@ pub(crate) fn load_block_ids(db: &CoreDb, id: u32) -> Result<Vec<BlockId>> {
 
 fn component(db: &CoreDb, id: &BlockId, ty: ArchiveEntryType) -> Result<Vec<u8>> {
     let frame = db
-        .get_raw::<BlockComponents>(&ComponentKey(BlockKey::of(id), ty))?
+        .get_pinned::<BlockComponents>(&ComponentKey(BlockKey::of(id), ty))?
         .ok_or_else(|| {
             StorageError::Inconsistent(format!("block {id} has no stored {ty} for its archive"))
         })?;
@@ -76,7 +77,7 @@ pub(crate) fn commit_archive(db: &CoreDb, dir: &Path, id: u32, zstd_level: i32) 
     // Every block must have all parts before anything is written.
     for block_id in &block_ids {
         let flags = db
-            .get::<BlockHandles>(&block_id.root_hash)?
+            .get::<BlockHandles>(&StoredHash(block_id.root_hash))?
             .map(|m| m.flags)
             .unwrap_or_default();
         if !flags.contains(BlockFlags::HAS_ALL_BLOCK_PARTS) {
@@ -124,10 +125,9 @@ pub(crate) fn commit_archive(db: &CoreDb, dir: &Path, id: u32, zstd_level: i32) 
     file.sync_all().map_err(io_err("syncing"))?;
     drop(file);
 
-    FailPoints::hit(
-        &db.fail_points.archive_commit_after_tmp,
-        "archive commit after the temp file",
-    )?;
+    db.fail_points
+        .archive_commit_after_tmp
+        .check("archive commit after the temp file")?;
 
     std::fs::rename(&tmp, &path).map_err(StorageError::io(format!(
         "renaming {} to {}",
@@ -136,7 +136,7 @@ pub(crate) fn commit_archive(db: &CoreDb, dir: &Path, id: u32, zstd_level: i32) 
     )))?;
     fsync_dir(dir)?;
 
-    let mut batch = WriteBatch::default();
+    let mut batch = Batch::new();
     db.batch_put::<ArchiveEvents>(
         &mut batch,
         &event_key(id, EVENT_COMMITTED),

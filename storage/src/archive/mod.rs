@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use rocksdb::WriteBatch;
+use regolith_formats::encode_block_id;
+use regolith_kv::Batch;
 use tokio::sync::{broadcast, oneshot};
 
 pub use grouping::{Assignment, Grouping, MAX_MC_BLOCKS_PER_ARCHIVE};
@@ -24,7 +25,14 @@ use crate::block_handle::{BlockHandle, BlockHandleStorage};
 use crate::config::ArchivesConfig;
 use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
-use crate::tables::{ArchiveBlockIds, ArchiveEventKey, ArchiveEvents, Codec, RawBytes, SeqnoKey};
+use crate::tables::{
+    ArchiveBlockIds, ArchiveEventKey, ArchiveEvents, KeyRange, RawBytes, SeqnoKey,
+};
+
+/// Every event row of an archive.
+pub(crate) fn archive_events(archive_id: u32) -> KeyRange {
+    KeyRange::inclusive(&event_key(archive_id, 0), &event_key(archive_id, u32::MAX))
+}
 
 /// Archive chunk size (= RPC block-data chunk size).
 pub const ARCHIVE_CHUNK_SIZE: u64 = 1 << 20;
@@ -198,11 +206,11 @@ impl ArchiveStorage {
         let mut next = grouping.clone();
         let a = next.assign(s, force);
 
-        let mut batch = WriteBatch::default();
+        let mut batch = Batch::new();
         db.batch_merge::<ArchiveBlockIds>(
             &mut batch,
             &SeqnoKey(a.target),
-            &RawBytes(handle.id().encode()),
+            &RawBytes(encode_block_id(handle.id()).to_vec()),
         );
         if a.opened {
             db.batch_put::<ArchiveEvents>(
@@ -395,14 +403,9 @@ impl ArchiveStorage {
             return Ok(victims);
         }
         let db = &self.shared.db;
-        let mut batch = WriteBatch::default();
+        let mut batch = Batch::new();
         for &id in &victims {
-            db.batch_delete_range::<ArchiveEvents>(
-                &mut batch,
-                &event_key(id, 0).encode(),
-                &event_key(id, u32::MAX).encode(),
-            );
-            db.batch_delete::<ArchiveEvents>(&mut batch, &event_key(id, u32::MAX));
+            db.batch_delete_range::<ArchiveEvents>(&mut batch, &archive_events(id));
             db.batch_delete::<ArchiveBlockIds>(&mut batch, &SeqnoKey(id));
         }
         db.write(batch, "removing outdated archives")?;

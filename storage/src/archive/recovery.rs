@@ -2,15 +2,16 @@
 
 use std::collections::BTreeSet;
 
-use rocksdb::WriteBatch;
+use regolith_kv::Batch;
 
 use super::{
-    archive_path, event_key, ArchiveShared, EVENT_COMMITTED, EVENT_OVERRIDE_NEXT, EVENT_STARTED,
-    EVENT_TO_COMMIT,
+    archive_events, archive_path, ArchiveShared, EVENT_COMMITTED, EVENT_OVERRIDE_NEXT,
+    EVENT_STARTED, EVENT_TO_COMMIT,
 };
-use crate::db::iter_status;
 use crate::error::{Result, StorageError};
-use crate::tables::{ArchiveBlockIds, ArchiveEventKey, ArchiveEvents, Codec, SeqnoKey};
+use crate::tables::{
+    ArchiveBlockIds, ArchiveEventKey, ArchiveEvents, KeyRange, RawBytes, SeqnoKey,
+};
 
 /// What archive recovery found and did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -67,15 +68,14 @@ pub(crate) fn recover(shared: &ArchiveShared, read_only: bool) -> Result<Archive
     let mut pending = BTreeSet::new();
     let mut override_next = None;
     let mut forget = Vec::new();
-    let mut it = db.iter_from::<ArchiveEvents>(&[]);
-    while let (Some(k), Some(v)) = (it.key(), it.value()) {
-        let ArchiveEventKey { archive_id, event } = ArchiveEventKey::decode(k)?;
+    for row in db.iter::<ArchiveEvents>(KeyRange::all()) {
+        let (ArchiveEventKey { archive_id, event }, RawBytes(v)) = row?;
         match event {
             EVENT_STARTED => {
                 ids.insert(archive_id);
             }
             EVENT_OVERRIDE_NEXT => {
-                let n: [u8; 4] = v.try_into().map_err(|_| {
+                let n: [u8; 4] = v.as_slice().try_into().map_err(|_| {
                     StorageError::corruption(
                         format!("override event of archive {archive_id}"),
                         format!("{} bytes", v.len()),
@@ -108,21 +108,13 @@ pub(crate) fn recover(shared: &ArchiveShared, read_only: bool) -> Result<Archive
             }
             other => tracing::warn!(archive_id, event = other, "unknown archive event"),
         }
-        it.next();
     }
-    iter_status(&it, "scanning archive events")?;
-    drop(it);
 
     if !read_only && !forget.is_empty() {
-        let mut batch = WriteBatch::default();
+        let mut batch = Batch::new();
         for &id in &forget {
             ids.remove(&id);
-            db.batch_delete_range::<ArchiveEvents>(
-                &mut batch,
-                &event_key(id, 0).encode(),
-                &event_key(id, u32::MAX).encode(),
-            );
-            db.batch_delete::<ArchiveEvents>(&mut batch, &event_key(id, u32::MAX));
+            db.batch_delete_range::<ArchiveEvents>(&mut batch, &archive_events(id));
             db.batch_delete::<ArchiveBlockIds>(&mut batch, &SeqnoKey(id));
         }
         db.write(batch, "forgetting archives with missing files")?;

@@ -4,9 +4,8 @@ use regolith_formats::BlockId;
 
 use super::handle::BlockHandle;
 use super::storage::BlockHandleStorage;
-use crate::db::iter_status;
 use crate::error::{Result, StorageError};
-use crate::tables::{Codec, KeyBlocks, SeqnoKey};
+use crate::tables::{KeyBlocks, KeyRange, SeqnoKey, StoredBlockId};
 
 /// Persistent window: 2^17 seconds.
 pub const PERSISTENT_WINDOW_SHIFT: u32 = 17;
@@ -34,9 +33,9 @@ impl BlockHandleStorage {
         })
     }
 
-    fn decode_entry(key: &[u8], value: &[u8]) -> Result<BlockId> {
-        let seqno = SeqnoKey::decode(key)?;
-        let id = BlockId::decode(value)?;
+    /// Checks an index row: it must hold the mc block with its own seqno.
+    fn checked_entry(row: regolith_kv::Result<(SeqnoKey, StoredBlockId)>) -> Result<BlockId> {
+        let (seqno, StoredBlockId(id)) = row?;
         if id.seqno != seqno.0 || !id.is_masterchain() {
             return Err(StorageError::corruption(
                 "key block index",
@@ -49,7 +48,7 @@ impl BlockHandleStorage {
     /// The key block with exactly this seqno.
     pub fn load_key_block_handle(&self, seqno: u32) -> Result<Option<BlockHandle>> {
         match self.db.get::<KeyBlocks>(&SeqnoKey(seqno))? {
-            Some(id) => self.handle_for_indexed(id).map(Some),
+            Some(StoredBlockId(id)) => self.handle_for_indexed(id).map(Some),
             None => Ok(None),
         }
     }
@@ -58,24 +57,20 @@ impl BlockHandleStorage {
         if seqno == 0 {
             return Ok(None);
         }
-        let mut it = self.db.raw().raw_iterator_cf(self.db.cf::<KeyBlocks>());
-        it.seek_for_prev(SeqnoKey(seqno - 1).encode());
-        if let (Some(k), Some(v)) = (it.key(), it.value()) {
-            return Self::decode_entry(k, v).map(Some);
-        }
-        iter_status(&it, "searching the key block index")?;
-        Ok(None)
+        self.db
+            .iter_rev::<KeyBlocks>(KeyRange::until(&SeqnoKey(seqno)))
+            .next()
+            .map(Self::checked_entry)
+            .transpose()
     }
 
     /// The last key block.
     pub fn find_last_key_block(&self) -> Result<Option<BlockHandle>> {
-        let it = self.db.iter_last::<KeyBlocks>();
-        if let (Some(k), Some(v)) = (it.key(), it.value()) {
-            let id = Self::decode_entry(k, v)?;
-            return self.handle_for_indexed(id).map(Some);
+        let last = self.db.iter_rev::<KeyBlocks>(KeyRange::all()).next();
+        match last.map(Self::checked_entry).transpose()? {
+            Some(id) => self.handle_for_indexed(id).map(Some),
+            None => Ok(None),
         }
-        iter_status(&it, "reading the last key block")?;
-        Ok(None)
     }
 
     /// The key block with the greatest seqno strictly below `seqno`.
@@ -109,32 +104,18 @@ impl BlockHandleStorage {
         &self,
         direction: KeyBlocksDirection,
     ) -> impl Iterator<Item = Result<BlockId>> + '_ {
-        let mut it = self.db.raw().raw_iterator_cf(self.db.cf::<KeyBlocks>());
-        match direction {
-            KeyBlocksDirection::ForwardFrom(s) => it.seek(SeqnoKey(s).encode()),
-            KeyBlocksDirection::Backward => it.seek_to_last(),
-        }
+        let rows = match direction {
+            KeyBlocksDirection::ForwardFrom(s) => {
+                self.db.iter::<KeyBlocks>(KeyRange::from(&SeqnoKey(s)))
+            }
+            KeyBlocksDirection::Backward => self.db.iter_rev::<KeyBlocks>(KeyRange::all()),
+        };
         let mut done = false;
-        std::iter::from_fn(move || {
-            if done {
-                return None;
-            }
-            if let (Some(k), Some(v)) = (it.key(), it.value()) {
-                let item = Self::decode_entry(k, v);
-                match direction {
-                    KeyBlocksDirection::ForwardFrom(_) => it.next(),
-                    KeyBlocksDirection::Backward => it.prev(),
-                }
-                if item.is_err() {
-                    done = true;
-                }
-                return Some(item);
-            }
-            done = true;
-            match iter_status(&it, "iterating the key block index") {
-                Ok(()) => None,
-                Err(e) => Some(Err(e)),
-            }
+        rows.map(Self::checked_entry).take_while(move |item| {
+            // An error is the last item.
+            let take = !done;
+            done = item.is_err();
+            take
         })
     }
 }

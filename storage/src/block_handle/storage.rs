@@ -4,14 +4,17 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use regolith_formats::{BlockId, BlockKey};
-use rocksdb::WriteBatch;
+use regolith_kv::Batch;
 
 use super::cache::HandleCache;
 use super::handle::BlockHandle;
 use crate::block_meta::{BlockFlags, MetaSnapshot, NewBlockMeta};
 use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
-use crate::tables::{BlockHandles, BlockIds, KeyBlocks, SeqnoKey};
+use crate::tables::{
+    BlockHandles, BlockIds, CoreTables, KeyBlocks, KeyRange, SeqnoKey, ShortIdPrefix,
+    StoredBlockId, StoredBlockKey, StoredHash,
+};
 
 const CREATION_LOCK_STRIPES: usize = 256;
 
@@ -70,10 +73,12 @@ impl BlockHandleStorage {
     /// Reads both rows of a block; `Ok(None)` when either is missing. A different stored file hash is
     /// `BlockIdMismatch`.
     fn read_rows(&self, id: &BlockId) -> Result<Option<MetaSnapshot>> {
-        let Some(meta) = self.db.get::<BlockHandles>(&id.root_hash)? else {
+        let Some(meta) = self.db.get::<BlockHandles>(&StoredHash(id.root_hash))? else {
             return Ok(None);
         };
-        let Some(file_hash) = self.db.get::<BlockIds>(&BlockKey::of(id))? else {
+        let Some(StoredHash(file_hash)) =
+            self.db.get::<BlockIds>(&StoredBlockKey(BlockKey::of(id)))?
+        else {
             return Ok(None);
         };
         if file_hash != id.file_hash {
@@ -132,14 +137,20 @@ impl BlockHandleStorage {
                 gen_utime: meta.gen_utime,
             },
         );
-        let mut batch = WriteBatch::default();
-        self.db
-            .batch_put::<BlockHandles>(&mut batch, &id.root_hash, &handle.meta().load());
-        self.db
-            .batch_put::<BlockIds>(&mut batch, &BlockKey::of(id), &id.file_hash);
+        let mut batch = Batch::new();
+        self.db.batch_put::<BlockHandles>(
+            &mut batch,
+            &StoredHash(id.root_hash),
+            &handle.meta().load(),
+        );
+        self.db.batch_put::<BlockIds>(
+            &mut batch,
+            &StoredBlockKey(BlockKey::of(id)),
+            &StoredHash(id.file_hash),
+        );
         if handle.is_key_block() {
             self.db
-                .batch_put::<KeyBlocks>(&mut batch, &SeqnoKey(id.seqno), id);
+                .batch_put::<KeyBlocks>(&mut batch, &SeqnoKey(id.seqno), &StoredBlockId(*id));
         }
         self.db.write(batch, &format!("creating handle of {id}"))?;
         Ok((handle, HandleStatus::Created))
@@ -151,21 +162,12 @@ impl BlockHandleStorage {
         shard: &regolith_formats::ShardIdent,
         seqno: u32,
     ) -> Result<Vec<BlockId>> {
-        let start = BlockKey::from_parts(
-            shard.workchain(),
-            shard.prefix(),
+        let prefix = ShortIdPrefix {
+            workchain: shard.workchain(),
+            prefix: shard.prefix(),
             seqno,
-            &regolith_formats::HashBytes::ZERO,
-        );
-        let mut out = Vec::new();
-        for item in self.iter_block_ids_from(start) {
-            let id = item?;
-            if id.shard != *shard || id.seqno != seqno {
-                break;
-            }
-            out.push(id);
-        }
-        Ok(out)
+        };
+        self.block_ids(KeyRange::prefix(&prefix)).collect()
     }
 
     /// Every known block id in key order from `start` (inclusive); errors are surfaced as items.
@@ -173,28 +175,23 @@ impl BlockHandleStorage {
         &self,
         start: BlockKey,
     ) -> impl Iterator<Item = Result<BlockId>> + '_ {
-        let mut it = self.db.iter_from::<BlockIds>(start.as_bytes());
+        self.block_ids(KeyRange::from(&StoredBlockKey(start)))
+    }
+
+    fn block_ids(&self, range: KeyRange) -> impl Iterator<Item = Result<BlockId>> + '_ {
         let mut done = false;
-        std::iter::from_fn(move || {
-            if done {
-                return None;
-            }
-            if let (Some(k), Some(v)) = (it.key(), it.value()) {
-                let item = (|| {
-                    let key = <BlockKey as crate::tables::Codec>::decode(k)?;
-                    let file_hash =
-                        <regolith_formats::HashBytes as crate::tables::Codec>::decode(v)?;
-                    Ok(key.to_block_id(file_hash)?)
-                })();
+        self.db
+            .iter::<BlockIds>(range)
+            .map(|row| {
+                let (StoredBlockKey(key), StoredHash(file_hash)) = row?;
+                Ok(key.to_block_id(file_hash)?)
+            })
+            .take_while(move |item: &Result<BlockId>| {
+                // An error is the last item.
+                let take = !done;
                 done = item.is_err();
-                it.next();
-                return Some(item);
-            }
-            done = true;
-            crate::db::iter_status(&it, "iterating block ids")
-                .err()
-                .map(Err)
-        })
+                take
+            })
     }
 
     /// Persists the handle's current flags (§5.3 rules 3–4). Removed handles are never written.
@@ -203,24 +200,29 @@ impl BlockHandleStorage {
             return Ok(());
         }
         if handle.is_key_block() {
-            let mut batch = WriteBatch::default();
+            let mut batch = Batch::new();
             self.batch_store_handle(&mut batch, handle);
             self.db
-                .write(batch, &format!("storing handle of {}", handle.id()))
+                .write(batch, &format!("storing handle of {}", handle.id()))?;
         } else {
             let meta = handle.meta().load();
-            self.db.merge::<BlockHandles>(&handle.id().root_hash, &meta)
+            self.db
+                .merge::<BlockHandles>(&StoredHash(handle.id().root_hash), &meta)?;
         }
+        Ok(())
     }
 
     /// Adds the handle's current flags (and its key-block index row) to `batch`.
-    pub(crate) fn batch_store_handle(&self, batch: &mut WriteBatch, handle: &BlockHandle) {
+    pub(crate) fn batch_store_handle(&self, batch: &mut Batch<CoreTables>, handle: &BlockHandle) {
         let meta = handle.meta().load();
         self.db
-            .batch_merge::<BlockHandles>(batch, &handle.id().root_hash, &meta);
+            .batch_merge::<BlockHandles>(batch, &StoredHash(handle.id().root_hash), &meta);
         if handle.is_key_block() {
-            self.db
-                .batch_put::<KeyBlocks>(batch, &SeqnoKey(handle.id().seqno), handle.id());
+            self.db.batch_put::<KeyBlocks>(
+                batch,
+                &SeqnoKey(handle.id().seqno),
+                &StoredBlockId(*handle.id()),
+            );
         }
     }
 
