@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use regolith_formats::zerostate::check_zerostate_proof;
 use regolith_formats::BlockId;
 use regolith_rpc::client::{
-    ArchiveSearch, BlockchainRpcClient, DataRequirement, PublicOverlayClient,
+    ArchiveSearch, BlockDataFull, BlockchainRpcClient, DataRequirement, PublicOverlayClient,
 };
 use regolith_rpc::network::{now_sec, BlockchainNetwork, NetworkSettings, Silent};
 use regolith_rpc::proto;
@@ -240,6 +240,12 @@ async fn execute(session: &Session, command: P2pCommand) -> Result<Value> {
                     );
                 }
             }
+            let proven = verify_block_proof(session, &data).await.with_context(|| {
+                format!(
+                    "the proof of block {} from neighbour {neighbour}",
+                    data.block_id
+                )
+            })?;
             let dir = out.unwrap_or_else(|| PathBuf::from("."));
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
@@ -253,6 +259,7 @@ async fn execute(session: &Session, command: P2pCommand) -> Result<Value> {
             Ok(json!({
                 "block_id": data.block_id.to_string(),
                 "neighbour": neighbour,
+                "proof": proven,
                 "block_size": data.block.len(),
                 "proof_size": data.proof.len(),
                 "queue_diff_size": data.queue_diff.len(),
@@ -404,6 +411,63 @@ async fn execute(session: &Session, command: P2pCommand) -> Result<Value> {
             Ok(json!({ "neighbours": rows }))
         }
     }
+}
+
+/// Verifies a downloaded block's proof the way import does: an mc block's signatures against the validator
+/// set of the zerostate (from its proof, checked against the global config) or of the previous key block,
+/// whose proofs are fetched and verified in order from the zerostate; a shard block's proof link.
+async fn verify_block_proof(session: &Session, data: &BlockDataFull) -> Result<Value> {
+    use regolith_formats::{ParsedProof, ProofChecker, Proven, ZerostateConfig};
+    let client = &session.client;
+    let answer = client.get_zerostate_proof().await?;
+    let proto::ZerostateProof::Found { proof } = &answer.data else {
+        bail!("no neighbour has the zerostate proof the validator set comes from");
+    };
+    let genesis = check_zerostate_proof(proof, &session.global.zerostate.root_hash)
+        .context("the zerostate proof")?;
+    let checker = ProofChecker::new(ZerostateConfig::new(
+        genesis.extra.config.clone(),
+        genesis.extra.consensus_info,
+    ));
+    let parsed = ParsedProof::parse(&data.block_id, &data.proof)?;
+    let mut key_blocks = std::collections::HashMap::new();
+    let key_seqno = parsed.prev_key_block_seqno();
+    if data.block_id.is_masterchain() && key_seqno != 0 {
+        // The key blocks from the zerostate up to the one this block is signed through, each verified.
+        let mut from = session.global.zerostate.as_block_id();
+        'walk: loop {
+            let ids = client.get_next_key_block_ids(&from, 8).await?;
+            let batch = ids.data.block_ids.clone();
+            ids.handle.accept();
+            if batch.is_empty() {
+                bail!("no neighbour knows key block {key_seqno}");
+            }
+            for id in batch {
+                if id.seqno > key_seqno {
+                    bail!("key block {key_seqno} is not among the key blocks");
+                }
+                let got = client.get_key_block_proof(&id).await?;
+                let proto::KeyBlockProof::Found { proof } = &got.data else {
+                    bail!("no neighbour has the proof of key block {id}");
+                };
+                let key_proof = ParsedProof::parse(&id, proof)?;
+                checker.verify(&key_proof, &key_blocks)?;
+                key_blocks.insert(id.seqno, key_proof);
+                from = id;
+                if id.seqno == key_seqno {
+                    break 'walk;
+                }
+            }
+        }
+    }
+    Ok(match checker.verify(&parsed, &key_blocks)? {
+        Proven::Signed(by) => json!({
+            "signatures": by.signatures,
+            "signed_weight": by.signed_weight,
+            "total_weight": by.total_weight,
+        }),
+        Proven::Link => json!({ "link": true }),
+    })
 }
 
 /// The state checks: a shard state's root is the zerostate root (seqno 0) or the block's new state hash; a

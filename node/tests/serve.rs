@@ -491,6 +491,8 @@ fn p2p_fetches_verifies_and_writes_from_a_running_node() {
     ]));
     assert_eq!(answer["block_id"], mc(42).to_string());
     assert!(answer["neighbour"].as_str().is_some_and(|n| n.len() == 64));
+    // proven by the validators' signatures, against the zerostate's validator set
+    assert_eq!(answer["proof"]["signatures"], 3, "{answer}");
     check_dir(&by_id, &mc(42));
     let next = dir.path().join("next");
     let answer = json_of(&run(&[
