@@ -839,3 +839,67 @@ async fn split_persistent_states_are_validated_and_downloaded_in_prefix_order() 
         assert!(n.score() <= 64);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item7_a_peer_signed_with_created_at_0_is_a_target() {
+    let overlay_id = new_overlay();
+    let nodes: Vec<BlockchainNetwork> = (0..3)
+        .map(|i| {
+            let service = regolith_rpc::BlockchainRpcService::builder()
+                .with_storage(Arc::new(StubStorage::default()))
+                .with_provider(Arc::new(StubProvider::new(1 << 20)))
+                .without_broadcast_listener()
+                .build();
+            fast_node(200 + i, overlay_id, service)
+        })
+        .collect();
+    // The third node is known to the others only by a peer info signed with created_at = 0 and a u32::MAX
+    // expiry, as static and bootstrap setups often sign it.
+    let static_info = Arc::new(nodes[2].network.sign_peer_info(0, u32::MAX));
+    assert_eq!(static_info.created_at, 0);
+    let mut handles = Vec::new();
+    for n in &nodes[..2] {
+        handles.push(
+            n.network
+                .known_peers()
+                .insert(static_info.clone(), false)
+                .unwrap(),
+        );
+    }
+    for (i, a) in nodes.iter().enumerate() {
+        for (j, b) in nodes.iter().enumerate() {
+            if i != j && j != 2 {
+                let info = Arc::new(b.signed_peer_info(Duration::from_secs(3600)));
+                handles.push(a.network.known_peers().insert(info, false).unwrap());
+            }
+        }
+    }
+    let ids: Vec<tycho_network::PeerId> = nodes.iter().map(|n| n.peer_id()).collect();
+    let mut config = client_config();
+    config.validators.ping_interval = Duration::from_secs(1);
+    let clients: Vec<PublicOverlayClient> = nodes
+        .iter()
+        .map(|n| {
+            let c = PublicOverlayClient::new(n.network.clone(), n.overlay.clone(), config.clone());
+            c.update_validator_set(ids.iter().copied());
+            c
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while clients[..2]
+        .iter()
+        .any(|c| !c.broadcast_targets().contains(&ids[2]))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the created_at = 0 peer never became a target: {:?} {:?}",
+            clients[0].broadcast_targets(),
+            clients[1].broadcast_targets()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // It was judged by the info signed with created_at = 0.
+    for n in &nodes[..2] {
+        assert_eq!(n.network.known_peers().get(&ids[2]).unwrap().created_at, 0);
+    }
+}
