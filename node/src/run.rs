@@ -232,31 +232,67 @@ pub async fn run(data: &DataDir) -> Result<()> {
     Ok(())
 }
 
+/// How often the key-block driven GC modes look for a new key block.
+const KEY_BLOCK_GC_POLL: Duration = Duration::from_secs(5);
+
+/// Block GC on the configured schedule (storage.md §9): `before_safe_distance` every `min_interval`;
+/// `before_previous_key_block` and `before_previous_persistent_state` whenever a new key block K has been
+/// applied (imported or synced), with the target the key block before K, or the persistent one before K.
 async fn gc_loop(storage: Storage) {
     let Some(gc) = storage.config().blocks_gc.clone() else {
         return;
     };
-    let BlocksGcKind::BeforeSafeDistance {
-        safe_distance,
-        min_interval,
-    } = gc.kind
-    else {
-        // Key-block driven modes are triggered by the sync loop, which does not exist yet.
-        return;
+    let period = match gc.kind {
+        BlocksGcKind::BeforeSafeDistance { min_interval, .. } => {
+            min_interval.max(Duration::from_secs(1))
+        }
+        _ => KEY_BLOCK_GC_POLL,
     };
-    let mut interval = tokio::time::interval(min_interval.max(Duration::from_secs(1)));
+    let mut interval = tokio::time::interval(period);
+    let mut last_key_block: Option<u32> = None;
     loop {
         interval.tick().await;
-        let last = match storage.node_state().load_last_mc_block_id() {
-            Ok(Some(id)) => id.seqno,
-            _ => continue,
+        let target = match gc.kind {
+            BlocksGcKind::BeforeSafeDistance { safe_distance, .. } => {
+                let last = match storage.node_state().load_last_mc_block_id() {
+                    Ok(Some(id)) => id.seqno,
+                    _ => continue,
+                };
+                let distance = safe_distance.max(100);
+                last.checked_sub(distance).filter(|t| *t > 0)
+            }
+            BlocksGcKind::BeforePreviousKeyBlock | BlocksGcKind::BeforePreviousPersistentState => {
+                let key = match storage.handles().find_last_key_block() {
+                    Ok(Some(h)) => h.id().seqno,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "block GC: cannot read the key-block index");
+                        continue;
+                    }
+                };
+                if last_key_block == Some(key) {
+                    continue;
+                }
+                last_key_block = Some(key);
+                let prev = if matches!(gc.kind, BlocksGcKind::BeforePreviousKeyBlock) {
+                    storage.handles().find_prev_key_block(key)
+                } else {
+                    storage.handles().find_prev_persistent_key_block(key)
+                };
+                match prev {
+                    Ok(Some(h)) => Some(h.id().seqno).filter(|t| *t > 0),
+                    Ok(None) => None,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "block GC: cannot find the previous key block");
+                        None
+                    }
+                }
+            }
         };
-        let distance = safe_distance.max(100);
-        let Some(target) = last.checked_sub(distance).filter(|t| *t > 0) else {
-            continue;
-        };
-        if let Err(e) = storage.remove_outdated_blocks(target).await {
-            tracing::warn!(target, error = %e, "block GC failed");
+        let Some(target) = target else { continue };
+        match storage.remove_outdated_blocks(target).await {
+            Ok(stats) => tracing::info!(target, ?stats, "block GC"),
+            Err(e) => tracing::warn!(target, error = %e, "block GC failed"),
         }
     }
 }

@@ -655,3 +655,120 @@ fn devnet_nodes_sync_from_the_one_that_imported_the_chain() {
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("every node is at mc block 100"), "{stdout}");
 }
+
+fn metrics_height(port: u16) -> Option<u64> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.lines()
+        .find(|l| l.starts_with("regolith_sync_last_applied_mc_seqno"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|v| v as u64)
+}
+
+fn inspect_json(data: &Path, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_regolith"))
+        .arg("--data")
+        .arg(data)
+        .arg("inspect")
+        .arg("--json")
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn sigkill_during_sync_resumes_to_the_same_chain() {
+    use rand::Rng;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let listen_a = format!("127.0.0.1:{}", free_udp_port());
+    assert!(init_with(&a, &["--listen", &listen_a, "--metrics", "off"])
+        .status
+        .success());
+    regolith(
+        &a,
+        &[
+            "import",
+            "--quiet",
+            fixtures().join("archive_1.bin").to_str().unwrap(),
+        ],
+    );
+    let (node_a, _) = spawn_run(&a);
+
+    let metrics_b = free_tcp_port();
+    let listen_b = format!("127.0.0.1:{}", free_udp_port());
+    let metrics_arg = format!("127.0.0.1:{metrics_b}");
+    assert!(
+        init_with(&b, &["--listen", &listen_b, "--metrics", &metrics_arg])
+            .status
+            .success()
+    );
+    let read = |p: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p.join("global.json")).unwrap()).unwrap()
+    };
+    let mut global_b = read(&b);
+    let peer_a = read(&a)["bootstrap_peers"][0].clone();
+    global_b["bootstrap_peers"]
+        .as_array_mut()
+        .unwrap()
+        .push(peer_a);
+    std::fs::write(b.join("global.json"), global_b.to_string()).unwrap();
+
+    // Kill the syncing node at random instants, then let it finish.
+    let mut rng = rand::thread_rng();
+    for _ in 0..4 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_regolith"))
+            .arg("--data")
+            .arg(&b)
+            .arg("run")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(rng.gen_range(800..3000)));
+        let _ = child.kill();
+        child.wait().unwrap();
+    }
+    let (node_b, _) = spawn_run(&b);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while metrics_height(metrics_b) != Some(100) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node b did not reach mc 100"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop(node_b);
+    stop(node_a);
+
+    let summary = inspect_json(&b, &["summary"]);
+    assert_eq!(summary["blocks_total"], 109, "{summary}");
+    for key in [
+        "orphaned_flags_count",
+        "restored_flags_count",
+        "dangling_ids_count",
+    ] {
+        assert_eq!(summary["startup_check"][key], 0, "{key}: {summary}");
+    }
+    let digest = |data: &Path| inspect_json(data, &["queue", "--digest"])["content_digest"].clone();
+    assert_eq!(
+        digest(&b),
+        digest(&a),
+        "the same queue as the node that imported the archive"
+    );
+}
