@@ -133,7 +133,17 @@ pub async fn run(args: DevnetArgs) -> Result<()> {
         let log_path = member.data.root.join("run.log");
         let log = std::fs::File::create(&log_path)
             .with_context(|| format!("cannot create {}", log_path.display()))?;
-        let child = Command::new(&exe)
+        let mut command = Command::new(&exe);
+        // A child dies with the devnet, even when the devnet itself is killed: no orphans.
+        // SAFETY: the closure only calls prctl, which is async-signal-safe.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = command
             .arg("--data")
             .arg(&member.data.root)
             .arg("run")
@@ -198,6 +208,7 @@ async fn watch(
     let stop = shutdown.wait();
     tokio::pin!(stop);
     let mut ticker = tokio::time::interval(Duration::from_secs(2));
+    let mut announced = false;
     loop {
         tokio::select! {
             _ = &mut stop => return Ok(()),
@@ -232,9 +243,18 @@ async fn watch(
             started.elapsed().as_secs()
         );
         let top = heights[0];
-        if exit_when_synced && top.is_some() && heights.iter().all(|h| *h == top) {
-            println!("every node is at mc block {}", top.unwrap_or_default());
-            return Ok(());
+        if top.is_some() && heights.iter().all(|h| *h == top) {
+            if !announced {
+                println!(
+                    "every node holds the chain: mc block {} after {} s",
+                    top.unwrap_or_default(),
+                    started.elapsed().as_secs()
+                );
+                announced = true;
+            }
+            if exit_when_synced {
+                return Ok(());
+            }
         }
     }
 }

@@ -630,7 +630,10 @@ fn devnet_nodes_sync_from_the_one_that_imported_the_chain() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("every node is at mc block 100"), "{stdout}");
+    assert!(
+        stdout.contains("every node holds the chain: mc block 100"),
+        "{stdout}"
+    );
     for k in 2..=3 {
         let data = dir.path().join(format!("node{k}"));
         let summary: serde_json::Value = serde_json::from_slice(
@@ -653,7 +656,10 @@ fn devnet_nodes_sync_from_the_one_that_imported_the_chain() {
     let out = run();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
-    assert!(stdout.contains("every node is at mc block 100"), "{stdout}");
+    assert!(
+        stdout.contains("every node holds the chain: mc block 100"),
+        "{stdout}"
+    );
 }
 
 fn metrics_height(port: u16) -> Option<u64> {
