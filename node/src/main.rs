@@ -144,6 +144,9 @@ enum BenchCommand {
     /// The blockchain RPC client downloading from 1 and 3 in-process serving peers on loopback: a 2.5 MiB
     /// block and an archive in MiB/s, getBlockFull latency p50/p99.
     Client(bench::ClientBenchArgs),
+    /// A fresh node syncs the fixture chain from 1 and 3 in-process serving nodes: blocks/s and MiB/s, block by
+    /// block and from the archive.
+    Sync(bench::SyncBenchArgs),
     /// The internal-queue cases of queue.md §12 (fresh temp databases; build with --release).
     Queue {
         /// Print JSON instead of a table.
@@ -358,6 +361,9 @@ async fn execute(cli: Cli) -> Result<()> {
         Command::Bench {
             what: BenchCommand::Client(args),
         } => bench::client(args).await?,
+        Command::Bench {
+            what: BenchCommand::Sync(args),
+        } => bench::sync(args).await?,
         Command::Bench {
             what: BenchCommand::Handles { json, count },
         } => bench::handles(json, count)?,

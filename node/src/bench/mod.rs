@@ -4,8 +4,10 @@ mod client;
 mod handles;
 mod queue;
 mod rpc;
+mod sync;
 
 pub use client::{client, ClientBenchArgs};
 pub use handles::{handles, HANDLES_DEFAULT_COUNT};
 pub use queue::queue;
 pub use rpc::{rpc, RpcBenchArgs};
+pub use sync::{sync, SyncBenchArgs};
