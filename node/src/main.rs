@@ -353,7 +353,7 @@ async fn execute(cli: Cli) -> Result<()> {
         Command::P2p(args) => {
             let json = args.json;
             let value = regolith_node::p2p::run(&data, args).await?;
-            regolith_node::p2p::print(&value, json);
+            inspect::print(&value, json);
         }
         Command::Bench {
             what: BenchCommand::Rpc(args),

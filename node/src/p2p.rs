@@ -654,15 +654,3 @@ impl ByteProgress {
         }
     }
 }
-
-/// Prints a result as JSON or as lines.
-pub fn print(value: &Value, as_json: bool) {
-    if as_json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(value).unwrap_or_default()
-        );
-    } else {
-        crate::inspect::print(value, false);
-    }
-}

@@ -688,12 +688,7 @@ fn inspect_json(data: &Path, args: &[&str]) -> serde_json::Value {
         .env("RUST_LOG", "warn")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    json_of(&out)
 }
 
 #[test]
