@@ -877,27 +877,35 @@ async fn sync_from(
     (storage, stats)
 }
 
-fn chain_digest(storage: &regolith_storage::Storage) -> Vec<(String, Vec<String>)> {
-    let mut out = Vec::new();
-    for id in storage
+/// Every stored block: its id, whether it is complete, the BLAKE3 of its data, proof and queue diff, and its
+/// connections.
+async fn chain_digest(storage: &regolith_storage::Storage) -> Vec<(String, Vec<String>)> {
+    let ids: Vec<BlockId> = storage
         .handles()
         .iter_block_ids_from(regolith_formats::BlockKey([0; 48]))
-    {
-        let id = id.unwrap();
+        .map(|id| id.unwrap())
+        .collect();
+    let mut out = Vec::new();
+    for id in ids {
         let handle = storage.handles().load_handle(&id).unwrap().unwrap();
-        let mut connections = Vec::new();
-        for dir in regolith_storage::Direction::ALL {
-            if let Some(other) = storage.connections().load_connection(&id, dir).unwrap() {
-                connections.push(format!("{dir:?} {other}"));
+        let complete = handle.has_data() && handle.has_proof() && handle.has_queue_diff();
+        let mut parts = Vec::new();
+        if complete {
+            let c = storage.components();
+            for raw in [
+                c.load_block_data_raw(&handle).await.unwrap(),
+                c.load_block_proof_raw(&handle).await.unwrap(),
+                c.load_queue_diff_raw(&handle).await.unwrap(),
+            ] {
+                parts.push(blake3::hash(&raw).to_string());
             }
         }
-        out.push((
-            format!(
-                "{id} {:?}",
-                handle.has_data() && handle.has_proof() && handle.has_queue_diff()
-            ),
-            connections,
-        ));
+        for dir in regolith_storage::Direction::ALL {
+            if let Some(other) = storage.connections().load_connection(&id, dir).unwrap() {
+                parts.push(format!("{dir:?} {other}"));
+            }
+        }
+        out.push((format!("{id} {complete}"), parts));
     }
     out
 }
@@ -914,7 +922,10 @@ async fn a_fresh_node_syncs_the_fixture_chain_block_by_block() {
     );
     assert_eq!(stats.from_blocks.load(Ordering::Relaxed), 107);
     // The same blocks, components and connections as the node that imported the archive.
-    assert_eq!(chain_digest(&synced), chain_digest(&node.storage));
+    assert_eq!(
+        chain_digest(&synced).await,
+        chain_digest(&node.storage).await
+    );
     node.shutdown().await;
 }
 
@@ -930,9 +941,192 @@ async fn a_fresh_node_syncs_from_archives_when_far_behind() {
     );
     assert_eq!(stats.from_blocks.load(Ordering::Relaxed), 0);
     let server_digest: Vec<_> = chain_digest(&node.storage)
+        .await
         .into_iter()
         .filter(|(id, _)| !id.contains(":101:"))
         .collect();
-    assert_eq!(chain_digest(&synced), server_digest);
+    assert_eq!(chain_digest(&synced).await, server_digest);
     node.shutdown().await;
+}
+
+/// Answers like the honest service, but forges the proof of every mc block from seqno 50 on (one flipped byte
+/// in its signatures' region), and the data of shard blocks from seqno 4 on (a wrong hash).
+#[derive(Clone)]
+struct Forger(regolith_rpc::BlockchainRpcService);
+
+impl Forger {
+    async fn answer(&self, body: &[u8]) -> Option<Bytes> {
+        let answer = self.0.handle_query(body).await?;
+        let Ok(OverlayResponse::Ok(proto::BlockFull::Found {
+            block_id,
+            mut block,
+            mut proof,
+            queue_diff,
+        })) = tl_proto::deserialize::<OverlayResponse<proto::BlockFull>>(&answer)
+        else {
+            return Some(answer);
+        };
+        if block_id.is_masterchain() && block_id.seqno >= 50 {
+            let mut forged = proof.to_vec();
+            let at = forged.len() - 40;
+            forged[at] ^= 0x01;
+            proof = Bytes::from(forged);
+        } else if !block_id.is_masterchain() && block_id.seqno >= 4 {
+            let mut raw = zstd::decode_all(&block.data[..]).unwrap();
+            let at = raw.len() - 5;
+            raw[at] ^= 0x01;
+            block.data = Bytes::from(zstd::encode_all(&raw[..], 3).unwrap());
+            block.size = block.data.len() as u32;
+        }
+        Some(Bytes::from(tl_proto::serialize(OverlayResponse::Ok(
+            proto::BlockFull::Found {
+                block_id,
+                block,
+                proof,
+                queue_diff,
+            },
+        ))))
+    }
+}
+
+impl tycho_network::Service<tycho_network::ServiceRequest> for Forger {
+    type QueryResponse = tycho_network::Response;
+    type OnQueryFuture = futures_util::future::BoxFuture<'static, Option<tycho_network::Response>>;
+    type OnMessageFuture = futures_util::future::Ready<()>;
+
+    fn on_query(&self, req: tycho_network::ServiceRequest) -> Self::OnQueryFuture {
+        let this = self.clone();
+        Box::pin(async move {
+            this.answer(&req.body)
+                .await
+                .map(|body| tycho_network::Response {
+                    version: Default::default(),
+                    body,
+                })
+        })
+    }
+
+    fn on_message(&self, _: tycho_network::ServiceRequest) -> Self::OnMessageFuture {
+        futures_util::future::ready(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let honest = serve(&dir.path().join("honest"), 40, None, false).await;
+    // The forger holds the same chain and answers from it through the honest service, then forges.
+    let (data, config, storage) = regolith_node::fixture::import_fixture_chain(
+        &dir.path().join("forger"),
+        &fixtures(),
+        addr(41),
+    )
+    .await
+    .unwrap();
+    let provider = regolith_node::run::make_provider(&config, &storage).unwrap();
+    let service = regolith_rpc::BlockchainRpcService::builder()
+        .with_storage(storage.clone())
+        .with_provider(provider)
+        .without_broadcast_listener()
+        .build();
+    let mut secret_key = [0u8; 32];
+    rand::Rng::fill(&mut rand::thread_rng(), &mut secret_key);
+    let forger = regolith_rpc::BlockchainNetwork::start(
+        regolith_rpc::NetworkSettings {
+            bind_address: addr(41),
+            remote_address: None,
+            secret_key,
+            network: Default::default(),
+            dht: Default::default(),
+            overlay: Default::default(),
+            peer_resolver: Default::default(),
+            bootstrap_peers: vec![honest.network.signed_peer_info(Duration::from_secs(3600))],
+            overlay_id: honest.overlay_id,
+            rate_limits: None,
+        },
+        Forger(service),
+    )
+    .unwrap();
+    drop(data);
+
+    // A fresh node that knows both.
+    let fresh = regolith_node::config::DataDir::new(dir.path().join("fresh"));
+    regolith_node::init::init(
+        &fresh,
+        &fixtures().join("zerostate.boc"),
+        &Default::default(),
+    )
+    .unwrap();
+    let mut fresh_config = fresh.load_node_config().unwrap();
+    fresh_config.listen_address = addr(42);
+    fresh_config.metrics_address = None;
+    let mut global = fresh.load_global_config().unwrap();
+    global.bootstrap_peers = vec![
+        serde_json::to_value(honest.network.signed_peer_info(Duration::from_secs(3600))).unwrap(),
+        serde_json::to_value(forger.signed_peer_info(Duration::from_secs(3600))).unwrap(),
+    ];
+    let fresh_storage = regolith_node::open_storage(fresh_config.storage.clone()).unwrap();
+    let (queue, _) = regolith_node::queue_sync::start(
+        &fresh.root,
+        &fresh_storage,
+        fresh_config.internal_queue,
+        false,
+    )
+    .await
+    .unwrap();
+    let node = start_node(&fresh_config, &global, fresh_storage.clone()).unwrap();
+    let client = regolith_node::run::rpc_client(&node, &fresh_config).unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        client.overlay_client().wait_for_peers(2),
+    )
+    .await
+    .expect("both servers become neighbours");
+    let sync =
+        regolith_node::sync::Sync::new(fresh_storage.clone(), queue, client.clone(), &fresh.root)
+            .unwrap();
+    let stats = sync.stats();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(sync.run(stop_rx));
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        let last = fresh_storage
+            .node_state()
+            .load_last_mc_block_id()
+            .unwrap()
+            .unwrap();
+        if last.seqno >= 100 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "synced only to {}",
+            last.seqno
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop.send(true).unwrap();
+    task.await.unwrap();
+    // The forger was caught (it is chosen about half the time) and punished; the chain is the honest one.
+    assert!(
+        stats.failures.load(Ordering::Relaxed) >= 1,
+        "a forged block was refused"
+    );
+    let forger_score = client
+        .overlay_client()
+        .neighbours()
+        .find(&forger.peer_id())
+        .map(|n| n.score())
+        .unwrap_or(0);
+    assert!(
+        forger_score < 16,
+        "the forger is unreliable now: {forger_score}"
+    );
+    assert_eq!(
+        chain_digest(&fresh_storage).await,
+        chain_digest(&honest.storage).await
+    );
+    node.shutdown().await;
+    forger.network.shutdown().await;
+    honest.shutdown().await;
 }
