@@ -25,3 +25,6 @@ bench: deps
 	cargo bench --workspace --bench storage --bench ledger --bench proofs --bench import
 	$(REGOLITH) bench queue --import-file $(FIXTURES)/queue_state/shard.bin
 	$(REGOLITH) bench rpc --fixtures $(FIXTURES)
+	$(REGOLITH) bench client
+	$(REGOLITH) bench sync --fixtures $(FIXTURES)
+	$(REGOLITH) bench handles
