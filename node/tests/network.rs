@@ -23,6 +23,15 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
 }
 
+/// Discovery settings for nodes that must find each other within seconds (the defaults wait up to 3.5 min).
+fn quick_overlay() -> tycho_network::OverlayConfig {
+    regolith_rpc::network::quick_discovery().0
+}
+
+fn quick_dht() -> tycho_network::DhtConfig {
+    regolith_rpc::network::quick_discovery().1
+}
+
 fn addr(last: u8) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::new(127, 0, 0, last), 0))
 }
@@ -62,6 +71,7 @@ async fn serve(
             .unwrap();
     }
     config.blockchain_rpc_service.rate_limits = rate_limits;
+    (config.overlay, config.dht) = regolith_rpc::network::quick_discovery();
     let global = data.load_global_config().unwrap();
     start_node(&config, &global, storage).unwrap()
 }
@@ -688,8 +698,8 @@ async fn rpc_client(
             remote_address: None,
             secret_key,
             network: Default::default(),
-            dht: Default::default(),
-            overlay: Default::default(),
+            dht: quick_dht(),
+            overlay: quick_overlay(),
             peer_resolver: Default::default(),
             bootstrap_peers: vec![server.network.signed_peer_info(Duration::from_secs(3600))],
             overlay_id: server.overlay_id,
@@ -837,6 +847,7 @@ async fn sync_from(
     let mut config = data.load_node_config().unwrap();
     config.listen_address = addr(ip_last);
     config.metrics_address = None;
+    (config.overlay, config.dht) = regolith_rpc::network::quick_discovery();
     let mut global = data.load_global_config().unwrap();
     global.bootstrap_peers =
         vec![
@@ -1037,8 +1048,8 @@ async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
             remote_address: None,
             secret_key,
             network: Default::default(),
-            dht: Default::default(),
-            overlay: Default::default(),
+            dht: quick_dht(),
+            overlay: quick_overlay(),
             peer_resolver: Default::default(),
             bootstrap_peers: vec![honest.network.signed_peer_info(Duration::from_secs(3600))],
             overlay_id: honest.overlay_id,
@@ -1060,6 +1071,7 @@ async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
     let mut fresh_config = fresh.load_node_config().unwrap();
     fresh_config.listen_address = addr(42);
     fresh_config.metrics_address = None;
+    (fresh_config.overlay, fresh_config.dht) = regolith_rpc::network::quick_discovery();
     let mut global = fresh.load_global_config().unwrap();
     global.bootstrap_peers = vec![
         serde_json::to_value(honest.network.signed_peer_info(Duration::from_secs(3600))).unwrap(),
