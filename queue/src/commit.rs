@@ -14,8 +14,8 @@ use crate::gc::GcState;
 use crate::key::{PartitionIdx, QueueKey};
 use crate::storage::QueueStorage;
 use crate::tables::{
-    BlockIdBe, DiffInfoKey, IntMsgCommitPointer, IntMsgDiffInfo, IntMsgVar, ShardKey,
-    LAST_COMMITTED_MC_BLOCK_ID,
+    BlockIdBe, DiffInfoKey, GcBoundKey, IntMsgCommitPointer, IntMsgDiffInfo, IntMsgGcBounds,
+    IntMsgVar, ShardKey, LAST_COMMITTED_MC_BLOCK_ID,
 };
 
 /// Commits the diffs of an mc block and its top shard blocks.
@@ -97,7 +97,8 @@ pub(crate) fn commit(
     }
     drop(snapshot);
 
-    // 4. One batch: the found shards' pointers and the last committed mc block; then flush both families.
+    // 4. One batch: the found shards' pointers, the last committed mc block and the GC bounds (so that they
+    //    survive a restart); then flush the families.
     let mut batch = Batch::new();
     for (shard, pointer) in &new_pointers {
         db.batch_put::<IntMsgCommitPointer>(&mut batch, &ShardKey(*shard), pointer);
@@ -107,12 +108,22 @@ pub(crate) fn commit(
         &LAST_COMMITTED_MC_BLOCK_ID,
         &BlockIdBe(mc.block_id),
     );
+    for partition in partitions {
+        for (shard, bound) in &bounds {
+            let key = GcBoundKey {
+                partition: *partition,
+                shard: *shard,
+            };
+            db.batch_put::<IntMsgGcBounds>(&mut batch, &key, bound);
+        }
+    }
     db.fail_points.commit_batch.check("commit batch")?;
     db.write(batch, &format!("committing mc block {}", mc.block_id.seqno))?;
     db.flush::<IntMsgCommitPointer>()?;
     db.flush::<IntMsgVar>()?;
+    db.flush::<IntMsgGcBounds>()?;
 
-    // 5. GC bounds: a plain overwrite per (partition, source).
+    // 5. GC bounds in memory: a plain overwrite per (partition, source), as in the batch.
     gc.set_bounds(partitions, &bounds);
     metrics::counter!("regolith_queue_commits_total").increment(1);
     tracing::debug!(

@@ -56,7 +56,7 @@ pub type QueueSnapshot = regolith_kv::Snapshot<QueueTables, QueueDb>;
 pub type OwnedIter<T> = regolith_kv::OwnedIter<T, QueueDb>;
 
 impl QueueDb {
-    /// Opens (creating if missing) the database at `path` with exactly the six families plus `default`.
+    /// Opens (creating if missing) the database at `path` with its seven families plus `default`.
     pub fn open(path: &Path) -> Result<Self> {
         let cache = Cache::new_lru_cache(BLOCK_CACHE_BYTES);
         Ok(Self {

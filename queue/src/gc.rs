@@ -1,7 +1,9 @@
 //! The GC task (queue.md §5.5): commits fill `delete_until` (partition → source → bound); every
 //! `gc_interval` a tick deletes `[MIN, bound]` for each pair whose bound grew since it was last done.
 //!
-//! Both maps are in memory only, so after a restart the first delete starts at MIN again. A failed delete is
+//! `delete_until` is also stored by every commit (table `int_msg_gc_bounds`, in the commit's batch) and
+//! loaded when the queue opens, so a restarted node collects without waiting for its next commit. `done`
+//! is in memory only, so after a restart the first delete starts at MIN again. A failed delete is
 //! logged and its bound still counts as done (the next larger bound covers it); a panic inside a tick is
 //! caught and the task continues; missed ticks are skipped, never burst.
 
@@ -18,6 +20,7 @@ use tokio::sync::Notify;
 use crate::delete::{delete, DeleteRange};
 use crate::key::{PartitionIdx, QueueKey};
 use crate::storage::{run_compactions, QueueStorage};
+use crate::tables::IntMsgGcBounds;
 
 /// Partition → source shard → inclusive bound.
 pub type GcBounds = BTreeMap<PartitionIdx, BTreeMap<ShardIdent, QueueKey>>;
@@ -42,6 +45,22 @@ pub(crate) struct GcState {
 }
 
 impl GcState {
+    /// The state with `delete_until` as the last commit stored it.
+    pub(crate) fn load(db: &crate::db::QueueDb) -> crate::error::Result<Self> {
+        let state = Self::default();
+        {
+            let mut delete_until = state.delete_until.lock();
+            for row in db.iter::<IntMsgGcBounds>(regolith_kv::KeyRange::all()) {
+                let (key, bound) = row?;
+                delete_until
+                    .entry(key.partition)
+                    .or_default()
+                    .insert(key.shard, bound);
+            }
+        }
+        Ok(state)
+    }
+
     /// Overwrites `delete_until[p][src]` for every partition and source.
     pub(crate) fn set_bounds(
         &self,

@@ -2,7 +2,7 @@
 //!
 //! Internal messages wait here, per block diff, until a collation of their destination shard takes them.
 //! Diffs enter uncommitted; an mc block commits them; a background GC deletes committed data once every
-//! consumer has processed it. The queue has its own RocksDB (`<data>/int_queue`, six column families).
+//! consumer has processed it. The queue has its own RocksDB (`<data>/int_queue`, seven column families: the six of queue.md §4 and the GC bounds).
 //!
 //! - [`QueueStorage`]: the database, its locks, and the cold-boot import of a persistent queue state;
 //! - [`QueueFactory`] / [`Queue`] / [`MessageQueue`]: the facade — apply, commit, clear, iterators, queries,

@@ -1,6 +1,6 @@
 //! A read-only overview of the queue for tools (`regolith inspect queue`): commit pointers, the last committed
-//! mc block, every stored diff with its zone and per-partition message counts, the GC bounds implied by the
-//! pointers, and an optional digest of the whole logical content. Everything is read from one snapshot.
+//! mc block, every stored diff with its zone and per-partition message counts, the stored GC
+//! bounds, and an optional digest of the whole logical content. Everything is read from one snapshot.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +13,7 @@ use crate::diff::CommitPointer;
 use crate::diff_info::DiffInfo;
 use crate::error::Result;
 use crate::key::{PartitionIdx, QueueKey};
-use crate::tables::{Count, DiffInfoKey, IntMsgDiffInfo, IntMsgStatistics, ShardKey};
+use crate::tables::{Count, IntMsgDiffInfo, IntMsgGcBounds, IntMsgStatistics, ShardKey};
 use crate::zone::{self, DiffZone};
 
 /// One stored diff record.
@@ -40,8 +40,7 @@ pub struct QueueOverview {
     pub commit_pointers: BTreeMap<ShardIdent, CommitPointer>,
     /// Every record, by shard then seqno.
     pub diffs: Vec<DiffOverview>,
-    /// Source shard → inclusive GC bound: the minimum `processed_to[src]` over the records at the commit
-    /// pointers (what the last commits asked GC to delete up to).
+    /// Source shard → inclusive GC bound, as the last commits stored it (what GC deletes up to).
     pub gc_bounds: BTreeMap<ShardIdent, QueueKey>,
     /// BLAKE3 over every (family, key, value) in key order, if requested.
     pub content_digest: Option<HashBytes>,
@@ -84,20 +83,14 @@ pub(crate) fn overview(snapshot: &QueueSnapshot, with_digest: bool) -> Result<Qu
         });
     }
 
+    // The stored bounds (the same for every partition a commit names; the smallest is shown).
     let mut gc_bounds: BTreeMap<ShardIdent, QueueKey> = BTreeMap::new();
-    for (shard, pointer) in &commit_pointers {
-        let key = DiffInfoKey {
-            shard: *shard,
-            seqno: pointer.seqno,
-        };
-        if let Some(info) = snapshot.get::<IntMsgDiffInfo>(&key)? {
-            for (src, processed) in &info.processed_to {
-                gc_bounds
-                    .entry(*src)
-                    .and_modify(|b| *b = (*b).min(*processed))
-                    .or_insert(*processed);
-            }
-        }
+    for row in snapshot.iter::<IntMsgGcBounds>(KeyRange::all()) {
+        let (key, bound) = row?;
+        gc_bounds
+            .entry(key.shard)
+            .and_modify(|b| *b = (*b).min(bound))
+            .or_insert(bound);
     }
 
     let content_digest = if with_digest {

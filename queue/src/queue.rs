@@ -113,7 +113,7 @@ impl QueueFactory {
     /// Creates the queue and starts its GC task (needs a tokio runtime).
     pub fn create<V: MessageValue>(self) -> Result<Arc<Queue<V>>> {
         self.config.validate()?;
-        let gc = Arc::new(GcState::default());
+        let gc = Arc::new(GcState::load(self.storage.db())?);
         let task = GcTask::start(
             gc.clone(),
             Arc::downgrade(&self.storage),
@@ -131,10 +131,11 @@ impl QueueFactory {
     /// Creates the queue without a GC task (tools and tests that drive ticks with [`Queue::run_gc_tick`]).
     pub fn create_without_gc<V: MessageValue>(self) -> Result<Arc<Queue<V>>> {
         self.config.validate()?;
+        let gc = Arc::new(GcState::load(self.storage.db())?);
         Ok(Arc::new(Queue {
             storage: self.storage,
             zerostate_id: self.zerostate_id,
-            gc: Arc::new(GcState::default()),
+            gc,
             gc_task: None,
             _message: PhantomData,
         }))

@@ -1,4 +1,4 @@
-//! The six column families of the `int_queue` database (queue.md §4), each declared as a typed table.
+//! The column families of the `int_queue` database (the six of queue.md §4, plus the GC bounds), each declared as a typed table.
 //!
 //! Key encodings are fixed width and big-endian, so byte order is key order. Code reads and writes through
 //! these types; range operations build their raw bounds from the same encoders (`*_prefix` helpers).
@@ -17,7 +17,7 @@ use crate::key::{
 use crate::router::{RouterAddr, ROUTER_ADDR_LEN};
 
 tables! {
-    /// The six tables of the `int_queue` database (RocksDB's `default` stays empty); options are built
+    /// The seven tables of the `int_queue` database (RocksDB's `default` stays empty); options are built
     /// around the block cache they share.
     schema QueueTables(Cache);
     /// Message bodies: partition (2) ‖ source shard (12) ‖ message key (40) = 54 B →
@@ -35,6 +35,11 @@ tables! {
     /// Single values: ASCII `last_committed_mc_block_id` → BlockId, 80 B: shard (12, BE) ‖ seqno u32 BE ‖
     /// root_hash ‖ file_hash.
     IntMsgVar: "int_msg_var", VarKey => BlockIdBe, options = point_options;
+    /// GC bounds set by the last commit: partition (2, BE) ‖ source shard (12) = 14 B → inclusive bound
+    /// queue key (40). Written in the commit's batch, so the bounds survive a restart (a deviation from
+    /// queue.md §5.5, which keeps them in memory only: a node that restarts at its tip would otherwise never
+    /// collect until the chain moves).
+    IntMsgGcBounds: "int_msg_gc_bounds", GcBoundKey => QueueKey, options = point_options;
 }
 
 /// Write buffer size of the bulk families.
@@ -414,6 +419,43 @@ impl Codec for CommitPointer {
             queue_key: part(QueueKey::from_bytes(&bytes[..40]))?,
             seqno: u32::from_be_bytes(bytes[40..].try_into().unwrap()),
         })
+    }
+}
+
+/// The key of a GC bound: (partition, source shard).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct GcBoundKey {
+    /// The partition.
+    pub partition: PartitionIdx,
+    /// The source shard whose messages the bound covers.
+    pub shard: ShardIdent,
+}
+
+impl Codec for GcBoundKey {
+    type Encoded<'a> = [u8; 2 + SHARD_LEN];
+    fn encode(&self) -> [u8; 2 + SHARD_LEN] {
+        let mut out = [0u8; 2 + SHARD_LEN];
+        out[..2].copy_from_slice(&self.partition.to_be_bytes());
+        out[2..].copy_from_slice(&shard_to_bytes(&self.shard));
+        out
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        check_len("gc bound key", bytes, 2 + SHARD_LEN)?;
+        Ok(Self {
+            partition: u16::from_be_bytes([bytes[0], bytes[1]]),
+            shard: part(shard_from_bytes(&bytes[2..]))?,
+        })
+    }
+}
+
+impl Codec for QueueKey {
+    type Encoded<'a> = [u8; QUEUE_KEY_LEN];
+    fn encode(&self) -> [u8; QUEUE_KEY_LEN] {
+        self.to_bytes()
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        check_len("queue key", bytes, QUEUE_KEY_LEN)?;
+        part(QueueKey::from_bytes(bytes))
     }
 }
 

@@ -531,6 +531,7 @@ fn s52_database_layout() {
         "int_msg_commit_pointer",
         "int_msg_diff_info",
         "int_msg_diffs_tail",
+        "int_msg_gc_bounds",
         "int_msg_statistics",
         "int_msg_var",
         "shard_int_messages",
