@@ -122,6 +122,7 @@ impl NodeConfig {
         regolith_rpc::config::validate_overlay(&self.overlay)?;
         regolith_rpc::config::validate(&self.blockchain_rpc_service, self.s3_client.as_ref())?;
         anyhow::ensure!(!self.peer_info_ttl.is_zero(), "peer_info_ttl must not be 0");
+        self.storage.validate()?;
         Ok(())
     }
 }
@@ -218,6 +219,9 @@ impl DataDir {
         })?;
         let mut config: NodeConfig = parse_json(&text, &path, UnknownFields::Reject)?;
         config.storage.root_dir = self.root.clone();
+        config
+            .validate()
+            .with_context(|| format!("{} is not valid", path.display()))?;
         Ok(config)
     }
 

@@ -9,6 +9,7 @@ pub mod config;
 pub mod crash;
 pub mod devnet;
 pub mod fixture;
+pub mod gc;
 pub mod genesis;
 pub mod import;
 pub mod init;

@@ -13,7 +13,6 @@ use regolith_rpc::{
     BlockchainRpcService, HybridProvider, NoopBroadcastListener, RpcDataProvider, S3Provider,
     StorageProvider,
 };
-use regolith_storage::config::BlocksGcKind;
 use regolith_storage::Storage;
 
 use crate::config::{DataDir, GlobalConfig, NodeConfig};
@@ -205,7 +204,7 @@ pub async fn run(data: &DataDir) -> Result<()> {
 
     metrics::gauge!("regolith_sync_last_applied_mc_seqno")
         .set(f64::from(last_mc.map_or(0, |id| id.seqno)));
-    let gc_task = tokio::spawn(gc_loop(storage.clone()));
+    let gc = crate::gc::GcTasks::start(&storage);
     let (stop_sync, stop_rx) = tokio::sync::watch::channel(false);
     let sync = crate::sync::Sync::new(
         storage.clone(),
@@ -224,77 +223,11 @@ pub async fn run(data: &DataDir) -> Result<()> {
     {
         tracing::warn!("the sync did not stop in 30 s");
     }
-    gc_task.abort();
-    let _ = gc_task.await;
+    gc.stop().await;
     node.shutdown().await;
     queue.stop_gc();
     storage.archives().wait_for_archive_commit().await;
     Ok(())
-}
-
-/// How often the key-block driven GC modes look for a new key block.
-const KEY_BLOCK_GC_POLL: Duration = Duration::from_secs(5);
-
-/// Block GC on the configured schedule (storage.md §9): `before_safe_distance` every `min_interval`;
-/// `before_previous_key_block` and `before_previous_persistent_state` whenever a new key block K has been
-/// applied (imported or synced), with the target the key block before K, or the persistent one before K.
-async fn gc_loop(storage: Storage) {
-    let Some(gc) = storage.config().blocks_gc.clone() else {
-        return;
-    };
-    let period = match gc.kind {
-        BlocksGcKind::BeforeSafeDistance { min_interval, .. } => {
-            min_interval.max(Duration::from_secs(1))
-        }
-        _ => KEY_BLOCK_GC_POLL,
-    };
-    let mut interval = tokio::time::interval(period);
-    let mut last_key_block: Option<u32> = None;
-    loop {
-        interval.tick().await;
-        let target = match gc.kind {
-            BlocksGcKind::BeforeSafeDistance { safe_distance, .. } => {
-                let last = match storage.node_state().load_last_mc_block_id() {
-                    Ok(Some(id)) => id.seqno,
-                    _ => continue,
-                };
-                let distance = safe_distance.max(100);
-                last.checked_sub(distance).filter(|t| *t > 0)
-            }
-            BlocksGcKind::BeforePreviousKeyBlock | BlocksGcKind::BeforePreviousPersistentState => {
-                let key = match storage.handles().find_last_key_block() {
-                    Ok(Some(h)) => h.id().seqno,
-                    Ok(None) => continue,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "block GC: cannot read the key-block index");
-                        continue;
-                    }
-                };
-                if last_key_block == Some(key) {
-                    continue;
-                }
-                last_key_block = Some(key);
-                let prev = if matches!(gc.kind, BlocksGcKind::BeforePreviousKeyBlock) {
-                    storage.handles().find_prev_key_block(key)
-                } else {
-                    storage.handles().find_prev_persistent_key_block(key)
-                };
-                match prev {
-                    Ok(Some(h)) => Some(h.id().seqno).filter(|t| *t > 0),
-                    Ok(None) => None,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "block GC: cannot find the previous key block");
-                        None
-                    }
-                }
-            }
-        };
-        let Some(target) = target else { continue };
-        match storage.remove_outdated_blocks(target).await {
-            Ok(stats) => tracing::info!(target, ?stats, "block GC"),
-            Err(e) => tracing::warn!(target, error = %e, "block GC failed"),
-        }
-    }
 }
 
 /// SIGINT and SIGTERM, installed before the node reports that it runs.

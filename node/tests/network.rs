@@ -1142,3 +1142,299 @@ async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
     forger.network.shutdown().await;
     honest.shutdown().await;
 }
+
+/// Stored mc seqnos, the archive ids and the number of queue diff records of a node.
+struct GcView {
+    mc: BTreeSet<u32>,
+    shard: BTreeSet<u32>,
+    archives: Vec<u32>,
+    queue_records: usize,
+}
+
+fn gc_view(
+    storage: &regolith_storage::Storage,
+    queue: &regolith_node::queue_sync::NodeQueue,
+) -> GcView {
+    let mut mc = BTreeSet::new();
+    let mut shard = BTreeSet::new();
+    for seqno in 1..=100 {
+        if !storage
+            .handles()
+            .find_block_ids(&tycho_types::models::ShardIdent::MASTERCHAIN, seqno)
+            .unwrap()
+            .is_empty()
+        {
+            mc.insert(seqno);
+        }
+        if !storage
+            .handles()
+            .find_block_ids(&tycho_types::models::ShardIdent::BASECHAIN, seqno)
+            .unwrap()
+            .is_empty()
+        {
+            shard.insert(seqno);
+        }
+    }
+    GcView {
+        mc,
+        shard,
+        archives: storage.archives().list_archive_ids(),
+        queue_records: queue.storage().overview(false).unwrap().diffs.len(),
+    }
+}
+
+/// Polls `check` until it holds (GC runs on its own schedule).
+async fn eventually(what: &str, mut check: impl FnMut() -> Result<(), String>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match check() {
+            Ok(()) => return,
+            Err(e) if std::time::Instant::now() > deadline => panic!("{what}: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// A node with a small safe distance and 10-block archives syncs the fixture chain in three windows. After
+/// each, block GC has removed the mc blocks below its target, archive GC the archives below its bound, and
+/// queue GC the diff records below the committed bounds; the last window runs without queue GC, and a
+/// restart with GC and no sync (so no new commit) still collects: the bounds survived. Then the node serves
+/// every block and archive it kept, byte for byte, and answers notFound for what it removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_windows_remove_blocks_archives_and_queue_diffs_and_the_node_serves_the_rest() {
+    use regolith_storage::config::{ArchivesGcConfig, BlocksGcConfig, BlocksGcKind};
+    const BLOCK_DISTANCE: u32 = 20;
+    const ARCHIVE_DISTANCE: u32 = 30;
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("server"), 52, None, false).await;
+    let fixture = read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap());
+
+    let data = regolith_node::config::DataDir::new(dir.path().join("gc"));
+    regolith_node::init::init(
+        &data,
+        &fixtures().join("zerostate.boc"),
+        &Default::default(),
+    )
+    .unwrap();
+    let mut config = data.load_node_config().unwrap();
+    config.listen_address = addr(53);
+    config.metrics_address = None;
+    (config.overlay, config.dht) = regolith_rpc::network::quick_discovery();
+    config.storage.archives.mc_blocks_per_archive = 10;
+    config.storage.blocks_gc = Some(BlocksGcConfig {
+        kind: BlocksGcKind::BeforeSafeDistance {
+            safe_distance: BLOCK_DISTANCE,
+            min_interval: Duration::from_millis(100),
+        },
+        max_blocks_per_batch: 7,
+    });
+    config.storage.archives_gc = Some(ArchivesGcConfig::BeforeSafeDistance {
+        safe_distance: ARCHIVE_DISTANCE,
+        min_interval: Duration::from_millis(100),
+    });
+    config.internal_queue.gc_interval = Duration::from_millis(100);
+    config.validate().unwrap();
+    let mut global = data.load_global_config().unwrap();
+    global.bootstrap_peers =
+        vec![
+            serde_json::to_value(server.network.signed_peer_info(Duration::from_secs(3600)))
+                .unwrap(),
+        ];
+
+    let mut queue_records_before = usize::MAX;
+    for (window, (stop_at, queue_gc)) in [(40u32, true), (70, true), (100, false)]
+        .into_iter()
+        .enumerate()
+    {
+        let storage = regolith_node::open_storage(config.storage.clone()).unwrap();
+        let (queue, _) =
+            regolith_node::queue_sync::start(&data.root, &storage, config.internal_queue, queue_gc)
+                .await
+                .unwrap();
+        let node = start_node(&config, &global, storage.clone()).unwrap();
+        let client = regolith_node::run::rpc_client(&node, &config).unwrap();
+        let gc = regolith_node::gc::GcTasks::start(&storage);
+        let sync =
+            regolith_node::sync::Sync::new(storage.clone(), queue.clone(), client, &data.root)
+                .unwrap();
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(sync.run(stop_rx));
+        let last = storage.node_state();
+        eventually(&format!("window {window}: sync to {stop_at}"), || {
+            let seqno = last.load_last_mc_block_id().unwrap().unwrap().seqno;
+            (seqno >= stop_at)
+                .then_some(())
+                .ok_or(format!("at {seqno}"))
+        })
+        .await;
+        stop.send(true).unwrap();
+        task.await.unwrap();
+        let last = storage
+            .node_state()
+            .load_last_mc_block_id()
+            .unwrap()
+            .unwrap();
+
+        // The expected block GC target, from the chain's own facts: the tail length in the last mc block, and
+        // the first archive not yet committed (its blocks are never removed).
+        let handle = storage.handles().load_handle(&last).unwrap().unwrap();
+        let tail = storage
+            .components()
+            .load_block_data(&handle)
+            .await
+            .unwrap()
+            .block
+            .out_msg_queue_updates
+            .tail_len;
+        let distance = BLOCK_DISTANCE.max(10).max(tail + 1);
+        let ctx = format!("window {window} (last {}, tail {tail})", last.seqno);
+        eventually(&format!("{ctx}: block and archive GC"), || {
+            let uncommitted = storage.archives().first_uncommitted_archive_id().unwrap();
+            let target = (last.seqno - distance).min(uncommitted - 1);
+            let view = gc_view(&storage, &queue);
+            let expected: BTreeSet<u32> = (target..=last.seqno).collect();
+            if view.mc != expected {
+                return Err(format!(
+                    "mc blocks {:?}, expected {target}..={}",
+                    view.mc, last.seqno
+                ));
+            }
+            let keep = view
+                .archives
+                .iter()
+                .copied()
+                .filter(|id| *id < last.seqno - ARCHIVE_DISTANCE)
+                .max()
+                .unwrap();
+            if view.archives.iter().any(|id| *id < keep) {
+                return Err(format!("archives {:?}, keep from {keep}", view.archives));
+            }
+            Ok(())
+        })
+        .await;
+        let view = gc_view(&storage, &queue);
+        if window > 0 {
+            assert!(
+                view.archives[0] > 1,
+                "{ctx}: archive 1 removed: {:?}",
+                view.archives
+            );
+        }
+        if window == 2 {
+            assert!(
+                view.shard.first().copied().unwrap_or(0) > 1,
+                "{ctx}: shard blocks removed: {:?}",
+                view.shard
+            );
+        }
+        if queue_gc {
+            eventually(&format!("{ctx}: queue GC"), || {
+                let records = gc_view(&storage, &queue).queue_records;
+                (records < queue_records_before && records < 107)
+                    .then_some(())
+                    .ok_or(format!("{records} records, {queue_records_before} before"))
+            })
+            .await;
+        }
+        queue_records_before = gc_view(&storage, &queue).queue_records;
+        gc.stop().await;
+        node.shutdown().await;
+        queue.stop_gc();
+        drop(queue);
+        storage.archives().wait_for_archive_commit().await;
+    }
+
+    // Restart with queue GC and no sync: nothing commits, yet the stored bounds are collected.
+    let storage = regolith_node::open_storage(config.storage.clone()).unwrap();
+    let (queue, report) =
+        regolith_node::queue_sync::start(&data.root, &storage, config.internal_queue, true)
+            .await
+            .unwrap();
+    assert_eq!(
+        report.last_committed_mc_seqno,
+        Some(100),
+        "no commit at the start"
+    );
+    eventually("queue GC after the restart", || {
+        let records = gc_view(&storage, &queue).queue_records;
+        (records < queue_records_before)
+            .then_some(())
+            .ok_or(format!(
+                "{records} records, {queue_records_before} before the restart"
+            ))
+    })
+    .await;
+
+    // The node serves what it kept and nothing else.
+    let node = start_node(&config, &global, storage.clone()).unwrap();
+    let c = client(&node, 54);
+    let view = gc_view(&storage, &queue);
+    for id in &fixture.order {
+        let kept = if id.is_masterchain() {
+            view.mc.contains(&id.seqno)
+        } else {
+            view.shard.contains(&id.seqno)
+        };
+        let answer = ask::<proto::BlockFull>(&c, rpc::GetBlockFull { block_id: *id }).await;
+        if kept {
+            check_full(&fixture, id, answer);
+        } else {
+            assert_eq!(
+                answer,
+                OverlayResponse::Ok(proto::BlockFull::NotFound),
+                "{id} was removed"
+            );
+        }
+    }
+    let committed: Vec<u32> = view
+        .archives
+        .iter()
+        .copied()
+        .filter(|id| storage.archives().get_archive_size(*id).unwrap().is_some())
+        .collect();
+    assert!(!committed.is_empty());
+    for id in &committed {
+        let OverlayResponse::Ok(proto::ArchiveInfo::Found {
+            id: found, size, ..
+        }) = ask::<proto::ArchiveInfo>(&c, rpc::GetArchiveInfo { mc_seqno: *id }).await
+        else {
+            panic!("archive {id} is served");
+        };
+        assert_eq!(found, u64::from(*id));
+        let OverlayResponse::Ok(chunk) = ask::<proto::Data>(
+            &c,
+            rpc::GetArchiveChunk {
+                archive_id: u64::from(*id),
+                offset: 0,
+            },
+        )
+        .await
+        else {
+            panic!("archive {id}: chunk 0");
+        };
+        assert_eq!(
+            chunk.data.len() as u64,
+            size,
+            "small archives fit one chunk"
+        );
+        let served = read_archive(&chunk.data);
+        for ((block, ty), bytes) in &served.entries {
+            assert_eq!(
+                &fixture.entries[&(*block, *ty)],
+                bytes,
+                "archive {id}: {block} {ty:?}"
+            );
+        }
+        assert!(served
+            .order
+            .iter()
+            .any(|b| b.is_masterchain() && b.seqno == *id));
+    }
+    assert_eq!(
+        ask::<proto::ArchiveInfo>(&c, rpc::GetArchiveInfo { mc_seqno: 1 }).await,
+        OverlayResponse::Ok(proto::ArchiveInfo::NotFound),
+        "archive 1 was removed"
+    );
+    node.shutdown().await;
+    server.shutdown().await;
+}

@@ -64,8 +64,9 @@ fn import_applies_and_commits_the_queue() {
     let out = ok(&data, &["import", &archive_1()]);
     assert!(out.contains("nothing to do"), "{out}");
     assert_eq!(queue_view(&data), view);
+    // A running node collects below the GC bounds; above them the start changes nothing.
     start_and_stop(&data);
-    assert_eq!(queue_view(&data), view);
+    assert_eq!(beyond_gc(&queue_view(&data)), beyond_gc(&view));
 }
 
 #[test]
@@ -153,7 +154,7 @@ fn sigkill_during_import_then_start_matches_a_clean_import() {
         }
     }
     ok(&data, &["import", "--quiet", &archive_1()]);
-    assert_eq!(queue_view(&data), clean);
+    assert_eq!(beyond_gc(&queue_view(&data)), beyond_gc(&clean));
     eprintln!("kills that left uncommitted diffs behind: {saw_uncommitted} of 20");
 }
 
@@ -215,7 +216,7 @@ fn crashes_between_apply_and_commit_are_repaired_at_start() {
     assert_eq!(view["uncommitted_diffs"], 0, "{view}");
 
     ok(&data, &["import", "--quiet", &archive_1()]);
-    assert_eq!(queue_view(&data), clean);
+    assert_eq!(beyond_gc(&queue_view(&data)), beyond_gc(&clean));
 }
 
 fn queue_dir_exists(data: &Path) -> bool {

@@ -147,6 +147,9 @@ fn tick(state: &GcState, storage: &QueueStorage, done: &mut GcBounds) -> GcTickR
                 Ok(outcome) => {
                     // GC holds no queue lock, so it compacts inline after its batch.
                     run_compactions(storage.db(), &outcome.compactions);
+                    metrics::counter!("regolith_queue_gc_deletes_total").increment(1);
+                    metrics::counter!("regolith_queue_gc_diffs_removed_total")
+                        .increment(outcome.tail_entries as u64);
                     tracing::debug!(partition, %shard, bound = ?bound, diffs = outcome.tail_entries, "queue GC deleted");
                     report.deleted.push((*partition, *shard, *bound));
                 }

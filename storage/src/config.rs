@@ -6,6 +6,8 @@ use std::time::Duration;
 use bytesize::ByteSize;
 use serde::{Deserialize, Serialize};
 
+use crate::StorageError;
+
 /// Configuration of the block storage.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
@@ -20,6 +22,9 @@ pub struct StorageConfig {
     pub archives: ArchivesConfig,
     /// Block GC; `None` disables it.
     pub blocks_gc: Option<BlocksGcConfig>,
+    /// Archive GC; `None` (the default) keeps every archive, which a node that others sync from genesis
+    /// must do.
+    pub archives_gc: Option<ArchivesGcConfig>,
     /// Test only: every key block counts as persistent.
     pub each_key_block_is_persistent: bool,
     /// Page size of `list_blocks` (tests may lower it).
@@ -34,6 +39,7 @@ impl Default for StorageConfig {
             components: ComponentsConfig::default(),
             archives: ArchivesConfig::default(),
             blocks_gc: Some(BlocksGcConfig::default()),
+            archives_gc: None,
             each_key_block_is_persistent: false,
             list_blocks_page: 1000,
         }
@@ -48,6 +54,79 @@ impl StorageConfig {
             ..Self::default()
         }
     }
+
+    /// Refuses values the storage would otherwise have to override; the error names the key.
+    pub fn validate(&self) -> Result<(), StorageError> {
+        let invalid = |key: &str, why: String| {
+            Err(StorageError::InvalidConfig {
+                key: key.to_string(),
+                reason: why,
+            })
+        };
+        let span = self.archives.mc_blocks_per_archive;
+        if !(1..=crate::archive::MAX_MC_BLOCKS_PER_ARCHIVE).contains(&span) {
+            return invalid(
+                "storage.archives.mc_blocks_per_archive",
+                format!(
+                    "{span} is outside 1..={}",
+                    crate::archive::MAX_MC_BLOCKS_PER_ARCHIVE
+                ),
+            );
+        }
+        if let Some(gc) = &self.blocks_gc {
+            if gc.max_blocks_per_batch == 0 {
+                return invalid(
+                    "storage.blocks_gc.max_blocks_per_batch",
+                    "must be > 0".into(),
+                );
+            }
+            if let BlocksGcKind::BeforeSafeDistance {
+                safe_distance,
+                min_interval,
+            } = gc.kind
+            {
+                if safe_distance < span {
+                    return invalid(
+                        "storage.blocks_gc.safe_distance",
+                        format!(
+                            "{safe_distance} is below {span}, the mc blocks of one archive (blocks an \
+                             archive still needs are never removed)"
+                        ),
+                    );
+                }
+                if min_interval.is_zero() {
+                    return invalid("storage.blocks_gc.min_interval", "must be > 0".into());
+                }
+            }
+        }
+        if let Some(ArchivesGcConfig::BeforeSafeDistance { min_interval, .. }) = &self.archives_gc {
+            if min_interval.is_zero() {
+                return invalid("storage.archives_gc.min_interval", "must be > 0".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// When archive GC runs and what it removes (`remove_outdated_archives(until)`, storage.md §8.7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ArchivesGcConfig {
+    /// Every `min_interval`: until = last mc seqno − `safe_distance`.
+    BeforeSafeDistance {
+        /// Distance in mc blocks.
+        safe_distance: u32,
+        /// Interval between runs.
+        #[serde(with = "humantime_serde")]
+        min_interval: Duration,
+    },
+    /// When a new persistent key block K has been applied, `offset` later: until = the persistent key
+    /// block before K (archives a node booting from that state needs are kept).
+    BeforePreviousPersistentState {
+        /// Delay after K is applied.
+        #[serde(with = "humantime_serde")]
+        offset: Duration,
+    },
 }
 
 /// Parsed-block cache settings.
@@ -106,6 +185,9 @@ pub struct ArchivesConfig {
     pub enabled: bool,
     /// zstd level of archive files.
     pub zstd_level: i32,
+    /// Test only: most mc blocks per archive (1..=100; the network's value, and the default, is 100).
+    /// Smaller archives let a short chain cross several archive and GC windows.
+    pub mc_blocks_per_archive: u32,
 }
 
 impl Default for ArchivesConfig {
@@ -113,6 +195,7 @@ impl Default for ArchivesConfig {
         Self {
             enabled: true,
             zstd_level: 3,
+            mc_blocks_per_archive: crate::archive::MAX_MC_BLOCKS_PER_ARCHIVE,
         }
     }
 }
@@ -233,5 +316,75 @@ mod tests {
             r#"{"components": {"min_blob_size": "lots"}}"#
         )
         .is_err());
+    }
+
+    fn refused_key(json: &str) -> String {
+        let config: StorageConfig = serde_json::from_str(json).unwrap();
+        match config.validate() {
+            Err(StorageError::InvalidConfig { key, .. }) => key,
+            other => panic!("{json}: expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn gc_values_that_would_be_overridden_are_refused_by_name() {
+        StorageConfig::default().validate().unwrap();
+        let ok: StorageConfig = serde_json::from_str(
+            r#"{"archives": {"mc_blocks_per_archive": 10},
+                "blocks_gc": {"type": "before_safe_distance", "safe_distance": 10, "min_interval": "1s"},
+                "archives_gc": {"type": "before_safe_distance", "safe_distance": 20, "min_interval": "1s"}}"#,
+        )
+        .unwrap();
+        ok.validate().unwrap();
+        assert_eq!(
+            ok.archives_gc,
+            Some(ArchivesGcConfig::BeforeSafeDistance {
+                safe_distance: 20,
+                min_interval: Duration::from_secs(1)
+            })
+        );
+        assert_eq!(
+            refused_key(
+                r#"{"blocks_gc": {"type": "before_safe_distance", "safe_distance": 99, "min_interval": "1s"}}"#
+            ),
+            "storage.blocks_gc.safe_distance"
+        );
+        assert_eq!(
+            refused_key(
+                r#"{"blocks_gc": {"type": "before_safe_distance", "safe_distance": 100, "min_interval": "0s"}}"#
+            ),
+            "storage.blocks_gc.min_interval"
+        );
+        assert_eq!(
+            refused_key(r#"{"archives": {"mc_blocks_per_archive": 0}}"#),
+            "storage.archives.mc_blocks_per_archive"
+        );
+        assert_eq!(
+            refused_key(r#"{"archives": {"mc_blocks_per_archive": 101}}"#),
+            "storage.archives.mc_blocks_per_archive"
+        );
+        assert_eq!(
+            refused_key(
+                r#"{"archives_gc": {"type": "before_safe_distance", "safe_distance": 5, "min_interval": "0ms"}}"#
+            ),
+            "storage.archives_gc.min_interval"
+        );
+        let persistent: StorageConfig = serde_json::from_str(
+            r#"{"archives_gc": {"type": "before_previous_persistent_state", "offset": "5m"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            persistent.archives_gc,
+            Some(ArchivesGcConfig::BeforePreviousPersistentState {
+                offset: Duration::from_secs(300)
+            })
+        );
+        for bad in [
+            r#"{"archives_gc": {"type": "sometimes"}}"#,
+            r#"{"archives_gc": {"type": "before_previous_persistent_state", "offset": "5m", "extra": 1}}"#,
+            r#"{"blocks_gc": {"type": "before_next_key_block"}}"#,
+        ] {
+            assert!(serde_json::from_str::<StorageConfig>(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -75,6 +75,14 @@ pub enum StorageError {
         /// Why.
         reason: String,
     },
+    /// A configuration value is refused.
+    #[error("invalid config `{key}`: {reason}")]
+    InvalidConfig {
+        /// The key, e.g. `storage.blocks_gc.safe_distance`.
+        key: String,
+        /// Why.
+        reason: String,
+    },
     /// An archive is not known or not committed.
     #[error("archive {0} not found")]
     ArchiveNotFound(u32),

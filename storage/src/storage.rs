@@ -61,6 +61,7 @@ impl Storage {
     }
 
     fn open_inner(config: StorageConfig, read_only: bool) -> Result<Self> {
+        config.validate()?;
         let core_dir = config.root_dir.join("core");
         if !read_only {
             std::fs::create_dir_all(&core_dir)

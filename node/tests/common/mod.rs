@@ -142,3 +142,44 @@ pub fn spawn_import(data: &Path) -> std::process::Child {
         .spawn()
         .unwrap()
 }
+
+/// A `queue_view` without what queue GC may delete by now: the digest, the diff counts, every diff at or
+/// below its shard's stored GC bound, and the message counts of a diff the bound cuts. Two views that are
+/// equal this way hold the same queue above the bounds; a running node collects below them.
+pub fn beyond_gc(view: &Value) -> Value {
+    let key = |k: &Value| {
+        (
+            k["lt"].as_u64().unwrap(),
+            k["hash"].as_str().unwrap().to_owned(),
+        )
+    };
+    let bounds: std::collections::HashMap<String, (u64, String)> = view["gc_bounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["source_shard"].as_str().unwrap().to_owned(),
+                key(&b["delete_up_to"]),
+            )
+        })
+        .collect();
+    let mut out = view.clone();
+    let object = out.as_object_mut().unwrap();
+    object.remove("content_digest");
+    object.remove("committed_diffs");
+    for shard in object["shards"].as_array_mut().unwrap() {
+        let name = shard["shard"].as_str().unwrap().to_owned();
+        let Some(bound) = bounds.get(&name) else {
+            continue;
+        };
+        let diffs = shard["diffs"].as_array_mut().unwrap();
+        diffs.retain(|d| key(&d["max_message"]) > *bound);
+        for d in diffs.iter_mut() {
+            if key(&d["min_message"]) <= *bound {
+                d["messages_per_partition"] = Value::Null;
+            }
+        }
+    }
+    out
+}

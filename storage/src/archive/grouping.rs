@@ -2,16 +2,25 @@
 
 use std::collections::BTreeSet;
 
-/// Most mc seqnos one archive spans.
+/// Most mc seqnos one archive spans (the network's constant; tests may lower it with
+/// `storage.archives.mc_blocks_per_archive`).
 pub const MAX_MC_BLOCKS_PER_ARCHIVE: u32 = 100;
 
 /// The grouping state: known archive ids and the pending override.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grouping {
     /// Every known archive id (committed or being built).
     pub ids: BTreeSet<u32>,
     /// The id the next archive must start at (after a key block).
     pub override_next: Option<u32>,
+    /// Most mc seqnos one archive spans.
+    pub span: u32,
+}
+
+impl Default for Grouping {
+    fn default() -> Self {
+        Self::new(MAX_MC_BLOCKS_PER_ARCHIVE)
+    }
 }
 
 /// What one `move_into_archive` call decided.
@@ -28,6 +37,15 @@ pub struct Assignment {
 }
 
 impl Grouping {
+    /// An empty grouping whose archives span at most `span` mc seqnos (at least 1).
+    pub fn new(span: u32) -> Self {
+        Self {
+            ids: BTreeSet::new(),
+            override_next: None,
+            span: span.max(1),
+        }
+    }
+
     /// Assigns a block referenced by mc seqno `s`; `force` = the block or its mc block is a key block.
     pub fn assign(&mut self, s: u32, force: bool) -> Assignment {
         let prev = self.ids.range(..=s).next_back().copied();
@@ -43,7 +61,7 @@ impl Grouping {
         if !open {
             open = match prev {
                 None => true,
-                Some(p) => s - p >= MAX_MC_BLOCKS_PER_ARCHIVE,
+                Some(p) => s - p >= self.span,
             };
         }
         let (target, opened, commit_prev) = if open {
@@ -100,6 +118,14 @@ mod tests {
         assert_eq!((a.target, a.commit_prev), (62, Some(61)));
         assert_eq!(g.assign(161, false).target, 62);
         assert_eq!(g.assign(162, false).target, 162);
+    }
+
+    #[test]
+    fn a_smaller_span_opens_archives_sooner() {
+        let mut g = Grouping::new(10);
+        let opened: Vec<u32> = (1..=35).filter(|s| g.assign(*s, false).opened).collect();
+        assert_eq!(opened, vec![1, 11, 21, 31]);
+        assert_eq!(Grouping::new(0).span, 1);
     }
 
     #[test]

@@ -146,7 +146,7 @@ impl ArchiveStorage {
             db,
             dir,
             zstd_level: config.zstd_level,
-            grouping: Mutex::new(Grouping::default()),
+            grouping: Mutex::new(Grouping::new(config.mc_blocks_per_archive)),
             committed: Mutex::new(BTreeSet::new()),
             archive_ids_tx,
         });
@@ -285,7 +285,7 @@ impl ArchiveStorage {
             return ArchiveId::TooNew;
         }
         match grouping.ids.range(..=seqno).next_back() {
-            Some(&x) if u64::from(seqno) < u64::from(x) + u64::from(MAX_MC_BLOCKS_PER_ARCHIVE) => {
+            Some(&x) if u64::from(seqno) < u64::from(x) + u64::from(grouping.span) => {
                 ArchiveId::Found(x)
             }
             _ => ArchiveId::NotFound,
@@ -325,7 +325,7 @@ impl ArchiveStorage {
             None => 1,
         };
         Ok(if base < seqno {
-            seqno - ((seqno - base) % MAX_MC_BLOCKS_PER_ARCHIVE)
+            seqno - ((seqno - base) % self.shared.grouping.lock().span)
         } else {
             seqno
         })
@@ -392,13 +392,22 @@ impl ArchiveStorage {
         Ok(Bytes::from(buf))
     }
 
-    /// Removes every archive older than the newest one below `until` (file, events, id list).
+    /// Removes every archive older than the newest one below `until` (file, events, id list). An archive
+    /// whose commit is still pending is never removed, nor is anything above it.
     pub fn remove_outdated_archives(&self, until: u32) -> Result<Vec<u32>> {
         let mut grouping = self.shared.grouping.lock();
         let Some(&keep) = grouping.ids.range(..until).next_back() else {
             return Ok(Vec::new());
         };
-        let victims: Vec<u32> = grouping.ids.range(..keep).copied().collect();
+        let victims: Vec<u32> = {
+            let committed = self.shared.committed.lock();
+            grouping
+                .ids
+                .range(..keep)
+                .copied()
+                .take_while(|id| committed.contains(id))
+                .collect()
+        };
         if victims.is_empty() {
             return Ok(victims);
         }
