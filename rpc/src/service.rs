@@ -347,6 +347,7 @@ impl Inner {
             (Ok(_), Ok(_)) => return ok(proto::BlockFull::NotFound),
             (Err(e), _) | (_, Err(e)) => return internal("getBlockFull", e),
         };
+        metrics::counter!("regolith_rpc_blocks_served_total").increment(1);
         ok(proto::BlockFull::Found {
             block_id: *id,
             block: proto::BlockData {
