@@ -69,8 +69,8 @@ pub struct Sync {
     client: BlockchainRpcClient,
     dir: PathBuf,
     progress: Progress,
-    started: Instant,
-    applied_since_start: u64,
+    display: SyncProgress,
+    tip: TipEstimate,
 }
 
 impl Sync {
@@ -101,8 +101,8 @@ impl Sync {
             client,
             dir,
             progress: Progress::new(true),
-            started: Instant::now(),
-            applied_since_start: 0,
+            display: SyncProgress::new(),
+            tip: TipEstimate::default(),
         })
     }
 
@@ -119,10 +119,7 @@ impl Sync {
                 break;
             }
             let pause = match self.step().await {
-                Ok(Some(applied)) => {
-                    self.applied_since_start += applied as u64;
-                    Duration::ZERO
-                }
+                Ok(Some(_)) => Duration::ZERO,
                 Ok(None) => IDLE_PAUSE,
                 Err(e) => {
                     self.stats
@@ -132,6 +129,7 @@ impl Sync {
                     RETRY_PAUSE
                 }
             };
+            self.show();
             if pause > Duration::ZERO {
                 tokio::select! {
                     _ = tokio::time::sleep(pause) => {}
@@ -139,7 +137,28 @@ impl Sync {
                 }
             }
         }
+        self.display.finish();
         tracing::info!("sync stopped");
+    }
+
+    /// Height, rate, lag behind the best peer and ETA: on the terminal line, in the log, in metrics.
+    fn show(&mut self) {
+        let Ok(last) = self.last_applied() else {
+            return;
+        };
+        let lag = self.tip.lag(last.seqno);
+        metrics::gauge!("regolith_sync_lag_blocks").set(f64::from(lag.unwrap_or(0)));
+        let behind_clock = self
+            .storage
+            .handles()
+            .load_handle(&last)
+            .ok()
+            .flatten()
+            .map(|h| regolith_rpc::network::now_sec().saturating_sub(h.gen_utime()));
+        if let Some(seconds) = behind_clock {
+            metrics::gauge!("regolith_sync_lag_seconds").set(f64::from(seconds));
+        }
+        self.display.update(last.seqno, lag, behind_clock);
     }
 
     fn last_applied(&self) -> Result<BlockId> {
@@ -157,8 +176,11 @@ impl Sync {
         }
         let last = self.last_applied()?;
         let next = last.seqno + 1;
+        self.tip.probe(&self.client, last.seqno).await;
         match self.client.find_archive(next).await {
             Ok(ArchiveSearch::Found(archive)) => {
+                // A committed archive holding `next`: that peer has applied a block after it.
+                self.tip.note_held(next + 1);
                 let path = self.dir.join(format!("{}.archive", archive.id));
                 let neighbour = archive.neighbour.clone();
                 let file = std::fs::File::create(&path)
@@ -197,8 +219,11 @@ impl Sync {
             .get_next_block_full(last, DataRequirement::Optional)
             .await?;
         let Some(mc) = got.data else {
+            // That peer's tip is ours.
+            self.tip.note_held(last.seqno);
             return Ok(None);
         };
+        self.tip.note_held(last.seqno + 1);
         let mut neighbours = vec![got.neighbour.clone()];
         let parsed = match ParsedBlock::parse(&mc.block_id, &mc.block) {
             Ok(p) if mc.block_id.is_masterchain() && mc.block_id.seqno == last.seqno + 1 => p,
@@ -296,27 +321,9 @@ impl Sync {
         }
     }
 
-    fn report(&self, last_mc_seqno: u32, imported: usize) {
-        let elapsed = self.started.elapsed().as_secs_f64().max(1e-3);
-        let rate = (self.applied_since_start + imported as u64) as f64 / elapsed;
-        let lag = self
-            .storage
-            .handles()
-            .find_block_ids(&regolith_formats::ShardIdent::MASTERCHAIN, last_mc_seqno)
-            .ok()
-            .and_then(|ids| ids.first().copied())
-            .and_then(|id| self.storage.handles().load_handle(&id).ok().flatten())
-            .map(|h| regolith_rpc::network::now_sec().saturating_sub(h.gen_utime()));
-        if let Some(lag) = lag {
-            metrics::gauge!("regolith_sync_lag_seconds").set(f64::from(lag));
-        }
-        tracing::info!(
-            height = last_mc_seqno,
-            imported,
-            blocks_per_s = format!("{rate:.1}"),
-            lag_seconds = lag,
-            "synced"
-        );
+    fn report(&mut self, last_mc_seqno: u32, imported: usize) {
+        self.display.applied(imported as u64);
+        tracing::debug!(height = last_mc_seqno, imported, "synced");
     }
 }
 
@@ -376,4 +383,240 @@ fn write_archive(path: &Path, blocks: &[BlockDataFull]) -> Result<()> {
     let mut out = writer.finish().finish()?;
     std::io::Write::flush(&mut out)?;
     Ok(())
+}
+
+/// How often the tip probe runs.
+const PROBE_INTERVAL: Duration = Duration::from_secs(10);
+/// The probe stops narrowing once the estimate is this close (archives span 100 mc blocks).
+const PROBE_PRECISION: u32 = 50;
+
+/// The highest mc seqno a peer is known to hold. Stock peers have no query for their height, so it comes
+/// from what they answer: a committed archive holding seqno s means the peer has applied a block after s
+/// (getArchiveInfo answers tooNew for the archive being built); getNextBlockFull found/notFound tell the
+/// next block exists or that the peer stands where we stand. Far behind, a probe searches the archives by
+/// doubling steps, then halves the interval, to archive precision.
+#[derive(Debug, Default)]
+struct TipEstimate {
+    best: Option<u32>,
+    last_probe: Option<Instant>,
+}
+
+impl TipEstimate {
+    fn note_held(&mut self, seqno: u32) {
+        self.best = Some(self.best.map_or(seqno, |b| b.max(seqno)));
+    }
+
+    /// Blocks behind the best peer; `None` before anything is known.
+    fn lag(&self, ours: u32) -> Option<u32> {
+        self.best.map(|b| b.saturating_sub(ours))
+    }
+
+    async fn probe(&mut self, client: &BlockchainRpcClient, ours: u32) {
+        if self
+            .last_probe
+            .is_some_and(|t| t.elapsed() < PROBE_INTERVAL)
+        {
+            return;
+        }
+        self.last_probe = Some(Instant::now());
+        let start = self.best.unwrap_or(ours).max(ours);
+        let lo = search_held(start, |s| async move {
+            matches!(client.find_archive(s).await, Ok(ArchiveSearch::Found(_)))
+        })
+        .await;
+        if lo > ours {
+            self.note_held(lo);
+        }
+    }
+}
+
+/// The highest seqno known held, searched from `lo` (held or ours): steps doubling from 100 until one is not
+/// held, then bisection to `PROBE_PRECISION`. `held(s)` true means a block after s exists.
+async fn search_held<F, Fut>(mut lo: u32, held: F) -> u32
+where
+    F: Fn(u32) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let mut step = 100u32;
+    let mut hi = None;
+    for _ in 0..24 {
+        let s = lo.saturating_add(step);
+        if held(s).await {
+            lo = s + 1;
+            step = step.saturating_mul(2);
+        } else {
+            hi = Some(s);
+            break;
+        }
+    }
+    if let Some(mut hi) = hi {
+        while hi.saturating_sub(lo) > PROBE_PRECISION {
+            let mid = lo + (hi - lo) / 2;
+            if held(mid).await {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+    }
+    lo
+}
+
+/// The sync's progress: a line on a terminal (stderr), log lines every few seconds otherwise.
+struct SyncProgress {
+    bar: Option<indicatif::ProgressBar>,
+    /// (when, blocks applied so far): the rate is taken over the last `RATE_WINDOW`.
+    samples: std::collections::VecDeque<(Instant, u64)>,
+    applied: u64,
+    last_log: Option<(Instant, u32)>,
+}
+
+/// The window of the blocks/s figure.
+const RATE_WINDOW: Duration = Duration::from_secs(30);
+/// Log line period when stderr is not a terminal, while the height moves.
+const LOG_EVERY: Duration = Duration::from_secs(5);
+/// Log line period when the height stands still (at the tip).
+const LOG_IDLE_EVERY: Duration = Duration::from_secs(60);
+
+impl SyncProgress {
+    fn new() -> Self {
+        use std::io::IsTerminal;
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new_spinner();
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} sync {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(250));
+            bar
+        });
+        Self {
+            bar,
+            samples: std::collections::VecDeque::from([(Instant::now(), 0)]),
+            applied: 0,
+            last_log: None,
+        }
+    }
+
+    fn applied(&mut self, blocks: u64) {
+        self.applied += blocks;
+    }
+
+    fn rate(&mut self) -> f64 {
+        let now = Instant::now();
+        self.samples.push_back((now, self.applied));
+        while self.samples.len() > 2 && now.duration_since(self.samples[0].0) > RATE_WINDOW {
+            self.samples.pop_front();
+        }
+        let (t0, n0) = self.samples[0];
+        let elapsed = now.duration_since(t0).as_secs_f64();
+        if elapsed < 1e-3 {
+            0.0
+        } else {
+            (self.applied - n0) as f64 / elapsed
+        }
+    }
+
+    fn update(&mut self, height: u32, lag: Option<u32>, behind_clock: Option<u32>) {
+        let rate = self.rate();
+        let lag_text = match lag {
+            Some(0) => "at the tip of the best peer".to_string(),
+            Some(n) => format!("≥{n} behind the best peer"),
+            None => "best peer's height not known yet".to_string(),
+        };
+        let eta = match lag {
+            Some(n) if n > 0 && rate > 0.0 => {
+                format!(
+                    ", ETA {}",
+                    humantime::format_duration(Duration::from_secs(
+                        (f64::from(n) / rate).ceil() as u64
+                    ))
+                )
+            }
+            _ => String::new(),
+        };
+        let clock = behind_clock
+            .map(|s| {
+                format!(
+                    ", {} behind the chain's clock",
+                    humantime::format_duration(Duration::from_secs(u64::from(s)))
+                )
+            })
+            .unwrap_or_default();
+        let message = format!("height {height}, {rate:.1} blocks/s, {lag_text}{eta}{clock}");
+        match &self.bar {
+            Some(bar) => bar.set_message(message),
+            None => {
+                let due = self.last_log.is_none_or(|(t, h)| {
+                    let every = if h == height {
+                        LOG_IDLE_EVERY
+                    } else {
+                        LOG_EVERY
+                    };
+                    t.elapsed() >= every
+                });
+                if due {
+                    self.last_log = Some((Instant::now(), height));
+                    tracing::info!(
+                        height,
+                        blocks_per_s = format!("{rate:.1}"),
+                        lag_blocks = lag,
+                        behind_clock_s = behind_clock,
+                        "sync: {message}"
+                    );
+                }
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_tip_search_finds_the_peer_height_to_archive_precision() {
+        for (ours, peer) in [
+            (0u32, 0u32),
+            (0, 99),
+            (0, 100),
+            (5, 1234),
+            (1000, 1001),
+            (0, 3_000_000),
+        ] {
+            let queries = std::cell::Cell::new(0);
+            let found = search_held(ours, |s| {
+                queries.set(queries.get() + 1);
+                // Committed archives hold everything below the archive being built (ids 1, 101, ...).
+                let building = if peer == 0 {
+                    1
+                } else {
+                    ((peer - 1) / 100) * 100 + 1
+                };
+                async move { s < building }
+            })
+            .await;
+            let building = if peer == 0 {
+                1
+            } else {
+                ((peer - 1) / 100) * 100 + 1
+            };
+            assert!(found <= peer.max(ours), "{ours} {peer}: {found}");
+            assert!(
+                building.saturating_sub(found) <= PROBE_PRECISION + 1,
+                "{ours} {peer}: {found}"
+            );
+            assert!(
+                queries.get() < 60,
+                "{ours} {peer}: {} queries",
+                queries.get()
+            );
+        }
+    }
 }

@@ -827,6 +827,11 @@ fn sigkill_during_sync_resumes_to_the_same_chain() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    assert_eq!(
+        metric(metrics_b, "regolith_sync_lag_blocks"),
+        Some(0.0),
+        "at the tip of its peer"
+    );
     stop(node_b);
     let served = metric(metrics_a, "regolith_rpc_blocks_served_total").unwrap_or(0.0) as usize;
     eprintln!("blocks served: {served} for 107 blocks and {kills} kills");
