@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the build and the tests need, if missing: clang and libclang (RocksDB's bindings) and the
+# Installs what the build and the tests need, if missing: clang and libclang (RocksDB's bindings), iproute2
+# (the line-topology test builds network namespaces with `ip`) and the
 # S3-compatible test server (`moto` in server mode, from PyPI) that the S3 tests of regolith-rpc start.
 set -euo pipefail
 
@@ -28,7 +29,7 @@ apt_install() {
 }
 
 missing=()
-for pkg in clang libclang-dev; do
+for pkg in clang libclang-dev iproute2; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
