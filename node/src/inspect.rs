@@ -185,6 +185,37 @@ pub fn summary(storage: &Storage) -> Result<Value> {
     }))
 }
 
+/// BLAKE3 over every stored block in key order: its id, whether data, proof and queue diff are all there,
+/// the BLAKE3 of each, and its connections. Two nodes that hold the same chain have the same digest.
+pub async fn chain_digest(storage: &Storage) -> Result<String> {
+    let mut hasher = blake3::Hasher::new();
+    for id in storage.handles().iter_block_ids_from(BlockKey([0; 48])) {
+        let id = id?;
+        let Some(handle) = storage.handles().load_handle(&id)? else {
+            continue;
+        };
+        hasher.update(id.to_string().as_bytes());
+        let complete = handle.has_data() && handle.has_proof() && handle.has_queue_diff();
+        hasher.update(&[u8::from(complete)]);
+        if complete {
+            let c = storage.components();
+            for raw in [
+                c.load_block_data_raw(&handle).await?,
+                c.load_block_proof_raw(&handle).await?,
+                c.load_queue_diff_raw(&handle).await?,
+            ] {
+                hasher.update(blake3::hash(&raw).as_bytes());
+            }
+        }
+        for dir in regolith_storage::Direction::ALL {
+            if let Some(other) = storage.connections().load_connection(&id, dir)? {
+                hasher.update(format!("{dir:?} {other}").as_bytes());
+            }
+        }
+    }
+    Ok(hasher.finalize().to_hex().to_string())
+}
+
 /// Prints a value as JSON or as indented text.
 pub fn print(value: &Value, as_json: bool) {
     if as_json {

@@ -118,7 +118,12 @@ enum InspectCommand {
     /// Archives and their state.
     Archives,
     /// Blocks per shard, last applied mc block, startup check counts.
-    Summary,
+    Summary {
+        /// Also print a BLAKE3 digest of every stored block's data, proof, queue diff and connections
+        /// (equal on two nodes that hold the same chain).
+        #[arg(long)]
+        digest: bool,
+    },
     /// The internal queue: commit pointers, diffs per shard with zones and counts, GC bounds.
     Queue {
         /// Also print a BLAKE3 digest of the whole queue content (reads every message).
@@ -310,7 +315,13 @@ async fn execute(cli: Cli) -> Result<()> {
                 InspectCommand::KeyBlocks => inspect::key_blocks(&storage)?,
                 InspectCommand::States => inspect::states(&storage)?,
                 InspectCommand::Archives => inspect::archives(&storage)?,
-                InspectCommand::Summary => inspect::summary(&storage)?,
+                InspectCommand::Summary { digest } => {
+                    let mut value = inspect::summary(&storage)?;
+                    if digest {
+                        value["chain_digest"] = inspect::chain_digest(&storage).await?.into();
+                    }
+                    value
+                }
             };
             inspect::print(&value, json);
         }

@@ -653,6 +653,22 @@ fn devnet_nodes_sync_from_the_one_that_imported_the_chain() {
             .as_str()
             .unwrap()
             .starts_with("-1:8000000000000000:100:"));
+        let node1 = dir.path().join("node1");
+        assert_eq!(
+            inspect_json(&data, &["summary", "--digest"])["chain_digest"],
+            inspect_json(&node1, &["summary", "--digest"])["chain_digest"],
+            "node{k}: the blocks, proofs, queue diffs and connections of node1"
+        );
+        assert_eq!(
+            inspect_json(&data, &["archives"]),
+            inspect_json(&node1, &["archives"]),
+            "node{k}: the archives of node1"
+        );
+        assert_eq!(
+            common::beyond_gc(&inspect_json(&data, &["queue"])),
+            common::beyond_gc(&inspect_json(&node1, &["queue"])),
+            "node{k}: the queue of node1"
+        );
     }
     // A second run resumes: nothing is downloaded again, every node is level at once.
     let out = run();
@@ -842,8 +858,13 @@ fn sigkill_during_sync_resumes_to_the_same_chain() {
     );
     stop(node_a);
 
-    let summary = inspect_json(&b, &["summary"]);
+    let summary = inspect_json(&b, &["summary", "--digest"]);
     assert_eq!(summary["blocks_total"], 109, "{summary}");
+    assert_eq!(
+        summary["chain_digest"],
+        inspect_json(&a, &["summary", "--digest"])["chain_digest"],
+        "blocks, proofs, queue diffs and connections equal to the importing node's"
+    );
     for key in [
         "orphaned_flags_count",
         "restored_flags_count",
