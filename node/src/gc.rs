@@ -249,3 +249,71 @@ fn failed(gc: &'static str, error: &anyhow::Error) {
     metrics::counter!("regolith_gc_failures_total", "gc" => gc).increment(1);
     tracing::warn!(gc, error = %format!("{error:#}"), "GC run failed");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use regolith_formats::{BlockId, HashBytes, ShardIdent};
+    use regolith_storage::NewBlockMeta;
+
+    /// Key blocks 10 and 20 in one persistent window, 30 and 40 in the next one (30 is persistent).
+    fn storage_with_key_blocks(dir: &std::path::Path, seqnos: &[u32]) -> Storage {
+        let storage = Storage::open(regolith_storage::StorageConfig::new(dir)).unwrap();
+        let window = 1u32 << 17;
+        for &seqno in seqnos {
+            let gen_utime = window * 13_000 + if seqno >= 30 { window + seqno } else { seqno };
+            let id = BlockId {
+                shard: ShardIdent::MASTERCHAIN,
+                seqno,
+                root_hash: HashBytes([seqno as u8; 32]),
+                file_hash: HashBytes([!(seqno as u8); 32]),
+            };
+            storage
+                .handles()
+                .create_or_load_handle(
+                    &id,
+                    NewBlockMeta {
+                        is_key_block: true,
+                        gen_utime,
+                        ref_by_mc_seqno: seqno,
+                    },
+                )
+                .unwrap();
+        }
+        storage
+    }
+
+    #[test]
+    fn key_block_modes_target_the_previous_key_or_persistent_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = storage_with_key_blocks(dir.path(), &[10, 20, 30]);
+        let mut any = KeyBlockWatch::default();
+        assert_eq!(any.poll(&storage, false).unwrap(), Some(30));
+        assert_eq!(any.poll(&storage, false).unwrap(), None, "30 was seen");
+        let mut persistent = KeyBlockWatch::default();
+        assert_eq!(persistent.poll(&storage, true).unwrap(), Some(30));
+
+        let previous = |kind, key| key_block_target(&storage, &kind, key).unwrap();
+        assert_eq!(previous(BlocksGcKind::BeforePreviousKeyBlock, 30), Some(20));
+        assert_eq!(previous(BlocksGcKind::BeforePreviousKeyBlock, 10), None);
+        assert_eq!(
+            previous(BlocksGcKind::BeforePreviousPersistentState, 30),
+            None
+        );
+        drop(storage);
+
+        let storage = storage_with_key_blocks(dir.path(), &[40]);
+        assert_eq!(any.poll(&storage, false).unwrap(), Some(40));
+        assert_eq!(
+            persistent.poll(&storage, true).unwrap(),
+            None,
+            "40 is not persistent"
+        );
+        let previous = |kind, key| key_block_target(&storage, &kind, key).unwrap();
+        assert_eq!(previous(BlocksGcKind::BeforePreviousKeyBlock, 40), Some(30));
+        assert_eq!(
+            previous(BlocksGcKind::BeforePreviousPersistentState, 40),
+            Some(30)
+        );
+    }
+}
