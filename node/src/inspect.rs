@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::block_ref::BlockRef;
 
-/// Opens the storage for inspection: normally, or read-only when a node holds the database.
+/// Opens the storage for inspection, read-only (no lock: a node may hold or be taking the database).
 pub fn open_for_inspect(config: regolith_storage::StorageConfig) -> Result<Storage> {
     if !config.root_dir.join("core").exists() {
         bail!(
@@ -17,12 +17,12 @@ pub fn open_for_inspect(config: regolith_storage::StorageConfig) -> Result<Stora
             config.root_dir.display()
         );
     }
-    match Storage::open(config.clone()) {
+    // Read-only first: it takes no lock, so a node starting at this instant is never refused its database.
+    // A database that read-only mode cannot open (one made before a table was added) is opened normally.
+    match Storage::open_read_only(config.clone()) {
         Ok(s) => Ok(s),
-        Err(e) if e.to_string().contains("lock") => {
-            Storage::open_read_only(config).context("cannot open the block storage read-only")
-        }
-        Err(e) => Err(e.into()),
+        Err(read_only) => Storage::open(config)
+            .with_context(|| format!("cannot open the block storage (read-only: {read_only})")),
     }
 }
 
@@ -289,11 +289,11 @@ pub fn queue(data_root: &std::path::Path, with_digest: bool) -> Result<Value> {
             data_root.display()
         );
     }
-    let queue = match QueueStorage::open(data_root) {
+    // Read-only first, as for the block storage.
+    let queue = match QueueStorage::open_read_only(data_root) {
         Ok(q) => q,
-        Err(e) if e.to_string().contains("lock") => QueueStorage::open_read_only(data_root)
-            .context("cannot open the queue database read-only")?,
-        Err(e) => return Err(e.into()),
+        Err(read_only) => QueueStorage::open(data_root)
+            .with_context(|| format!("cannot open the queue database (read-only: {read_only})"))?,
     };
     let overview = queue.overview(with_digest)?;
     let key = |k: &regolith_queue::QueueKey| json!({"lt": k.lt, "hash": k.hash.to_string()});

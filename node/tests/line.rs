@@ -127,12 +127,27 @@ impl Line {
             .arg("--data")
             .arg(data)
             .arg("run")
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "info")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(data.join("run.log")).unwrap())
             .spawn()
             .unwrap()
     }
+}
+
+/// The last lines of every node's log (printed when the test fails).
+fn log_tails(data: &[PathBuf]) -> String {
+    let mut out = String::new();
+    for d in data {
+        let log = std::fs::read_to_string(d.join("run.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        out.push_str(&format!("--- {}\n", d.display()));
+        for line in &lines[lines.len().saturating_sub(15)..] {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 impl Drop for Line {
@@ -235,7 +250,8 @@ fn a_node_three_hops_away_syncs_through_the_relays() {
         }
         assert!(
             Instant::now() < deadline,
-            "heights after 180 s: {heights:?}"
+            "heights after 180 s: {heights:?}\n{}",
+            log_tails(&data)
         );
         std::thread::sleep(Duration::from_millis(500));
     }
