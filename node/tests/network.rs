@@ -960,14 +960,28 @@ async fn a_fresh_node_syncs_from_archives_when_far_behind() {
     node.shutdown().await;
 }
 
-/// Answers like the honest service, but forges the proof of every mc block from seqno 50 on (one flipped byte
-/// in its signatures' region), and the data of shard blocks from seqno 4 on (a wrong hash).
+/// Answers like the honest service, but forges: asked for the block after mc 30..=39, it answers the one
+/// after that (a real block whose prev link is not the asked one); it forges the proof of every mc block from
+/// seqno 50 on (one flipped byte in its signatures' region), and the data of shard blocks from seqno 4 on (a
+/// wrong hash).
 #[derive(Clone)]
 struct Forger(regolith_rpc::BlockchainRpcService);
 
 impl Forger {
     async fn answer(&self, body: &[u8]) -> Option<Bytes> {
-        let answer = self.0.handle_query(body).await?;
+        let mut answer = self.0.handle_query(body).await?;
+        if let Ok(rpc::GetNextBlockFull { prev_block_id }) = tl_proto::deserialize(body) {
+            if prev_block_id.is_masterchain() && (30..40).contains(&prev_block_id.seqno) {
+                if let Ok(OverlayResponse::Ok(proto::BlockFull::Found { block_id, .. })) =
+                    tl_proto::deserialize::<OverlayResponse<proto::BlockFull>>(&answer)
+                {
+                    let skip = tl_proto::serialize(rpc::GetNextBlockFull {
+                        prev_block_id: block_id,
+                    });
+                    answer = self.0.handle_query(&skip).await?;
+                }
+            }
+        }
         let Ok(OverlayResponse::Ok(proto::BlockFull::Found {
             block_id,
             mut block,
