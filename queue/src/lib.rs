@@ -8,9 +8,10 @@
 //! - [`QueueFactory`] / [`Queue`] / [`MessageQueue`]: the facade — apply, commit, clear, iterators, queries,
 //!   the node-start procedure, and the GC task;
 //! - [`diff_from_block`]: the diff of a block received from the network;
-//! - [`bench`]: the benchmark cases of queue.md §12 as a library function.
+//! - `bench` (feature `bench`): the benchmark cases of queue.md §12, for `regolith bench queue`.
 
 mod apply;
+#[cfg(feature = "bench")]
 pub mod bench;
 mod block_diff;
 mod clear;
