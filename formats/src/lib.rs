@@ -1,5 +1,7 @@
 //! Byte formats shared by every part of regolith.
 //!
+//! - [`block`]: a block parsed from its BOC, and a block with its proof and queue diff checked for the apply
+//!   path ([`CheckedBlock`]: parsed once, hashed once);
 //! - [`block_id`]: the 80-byte LE wire form of a block id, the 48-byte ordered block key and the text form;
 //! - [`archive`]: the archive format (`archive.prefix` + `archive.entryHeader` entries), a streaming reader
 //!   that verifies structure and a writer whose decompressed output matches the reference byte for byte;
@@ -10,6 +12,7 @@
 //!   validators' signatures of masterchain blocks against the zerostate or the previous key block.
 
 pub mod archive;
+pub mod block;
 pub mod block_id;
 pub mod block_proof;
 pub mod error;
@@ -18,6 +21,7 @@ pub mod queue_diff;
 pub mod queue_state;
 pub mod zerostate;
 
+pub use block::{file_hash, BlockError, CheckedBlock, ParsedBlock, TopShardBlock};
 pub use block_id::{decode_block_id, encode_block_id, BlockKey, BLOCK_ID_LEN, BLOCK_KEY_LEN};
 pub use block_proof::{
     KeyBlockProofs, NoKeyBlocks, ParsedProof, ProofChecker, ProofError, ProofErrorKind, Proven,

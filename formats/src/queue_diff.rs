@@ -154,7 +154,11 @@ fn read_queue_key(r: &mut TlReader<'_>, what: &'static str) -> Result<QueueKey, 
     })
 }
 
-fn read_router(
+/// Reads one TL router half (`router_partitions_src` or `_dst`, queue.md §6): u32 partition count ≤ 65,536,
+/// then per partition a u32 index that fits u16 (strictly ascending), a u32 account count ≤ 10,000,000 and
+/// that many (workchain i32 that fits i8, account 32) entries, strictly ascending. The one reader of this
+/// layout: diffs, queue states and the queue's stored diff records all go through it.
+pub fn read_router_half(
     r: &mut TlReader<'_>,
     what: &'static str,
 ) -> Result<Vec<RouterPartition>, FormatError> {
@@ -198,7 +202,8 @@ fn read_router(
     Ok(partitions)
 }
 
-fn write_router(out: &mut Vec<u8>, partitions: &[RouterPartition]) {
+/// Writes one TL router half in the layout [`read_router_half`] reads.
+pub fn write_router_half(out: &mut Vec<u8>, partitions: &[RouterPartition]) {
     out.extend_from_slice(&(partitions.len() as u32).to_le_bytes());
     for p in partitions {
         out.extend_from_slice(&u32::from(p.index).to_le_bytes());
@@ -296,8 +301,8 @@ impl QueueDiff {
             messages.push(hash);
         }
 
-        let router_partitions_src = read_router(r, "router_partitions_src")?;
-        let router_partitions_dst = read_router(r, "router_partitions_dst")?;
+        let router_partitions_src = read_router_half(r, "router_partitions_src")?;
+        let router_partitions_dst = read_router_half(r, "router_partitions_dst")?;
         Ok(Self {
             prev_hash,
             shard,
@@ -328,8 +333,8 @@ impl QueueDiff {
         for m in &self.messages {
             out.extend_from_slice(m.as_slice());
         }
-        write_router(out, &self.router_partitions_src);
-        write_router(out, &self.router_partitions_dst);
+        write_router_half(out, &self.router_partitions_src);
+        write_router_half(out, &self.router_partitions_dst);
     }
 
     /// Serializes into a new buffer.

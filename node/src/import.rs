@@ -12,13 +12,9 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
 use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
-use regolith_formats::queue_diff::{queue_diff_hash, QueueDiff};
-use regolith_formats::BlockId;
+use regolith_formats::{BlockId, CheckedBlock};
 use regolith_queue::DiffZone;
-use regolith_storage::{
-    BlockHandle, Direction, MaybeExistingHandle, NewBlockMeta, ParsedBlock, Storage,
-};
-use tycho_types::models::PrevBlockRef;
+use regolith_storage::{BlockHandle, Direction, Storage};
 
 use crate::progress::Progress;
 use crate::proofs::ProofVerifier;
@@ -65,56 +61,28 @@ struct Parts {
     queue_diff: Option<(u64, Vec<u8>)>,
 }
 
-/// A block read from the archive and checked.
-struct Checked {
-    parsed: ParsedBlock,
-    is_key_block: bool,
-    gen_utime: u32,
-    prev: Vec<BlockId>,
-    offset: u64,
+/// The offset of a block's entry in the archive (for error messages).
+fn entry_offset(parts: &Parts) -> u64 {
+    parts.data.as_ref().map_or(0, |(offset, _)| *offset)
 }
 
-fn check_block(id: &BlockId, offset: u64, raw: &[u8]) -> Result<Checked> {
-    let file_hash = regolith_storage::parsed::file_hash(raw);
-    if file_hash != id.file_hash {
-        bail!("file hash {file_hash} of the block BOC differs from the id");
-    }
-    let parsed = ParsedBlock::parse(id, raw)?;
-    let info = parsed.block.load_info().context("cannot read block info")?;
-    if info.shard != id.shard || info.seqno != id.seqno {
-        bail!(
-            "the block is {}:{}, not {}",
-            info.shard,
-            info.seqno,
-            id.as_short_id()
-        );
-    }
-    let prev = match info.load_prev_ref().context("cannot read prev ref")? {
-        PrevBlockRef::Single(r) => {
-            let shard = if info.after_split {
-                id.shard
-                    .merge()
-                    .ok_or_else(|| anyhow!("after_split on a full shard"))?
-            } else {
-                id.shard
-            };
-            vec![r.as_block_id(shard)]
-        }
-        PrevBlockRef::AfterMerge { left, right } => {
-            let (l, r) = id
-                .shard
-                .split()
-                .ok_or_else(|| anyhow!("after_merge on an unsplittable shard"))?;
-            vec![left.as_block_id(l), right.as_block_id(r)]
-        }
-    };
-    Ok(Checked {
-        is_key_block: info.key_block,
-        gen_utime: info.gen_utime,
-        parsed,
-        prev,
-        offset,
-    })
+/// Checks the parts of one block read from the archive: each is decoded and hashed once, here.
+fn check_parts(id: &BlockId, parts: Parts) -> Result<CheckedBlock> {
+    let Parts {
+        data,
+        proof,
+        queue_diff,
+    } = parts;
+    let (_, data) = data.ok_or_else(|| anyhow!("the archive has no data for it"))?;
+    let (_, proof) = proof.ok_or_else(|| anyhow!("the archive has no proof for it"))?;
+    let (_, queue_diff) =
+        queue_diff.ok_or_else(|| anyhow!("the archive has no queue diff for it"))?;
+    Ok(CheckedBlock::check(
+        id,
+        Bytes::from(data),
+        Bytes::from(proof),
+        Bytes::from(queue_diff),
+    )?)
 }
 
 /// An archive read into memory: the parts of every block, the blocks in archive order, the decompressed
@@ -206,11 +174,14 @@ pub async fn import_archive_with(
     };
 
     // Check every block; remember failures so that the import can stop exactly there.
-    let mut checked: HashMap<BlockId, Checked> = HashMap::new();
+    let mut checked: HashMap<BlockId, CheckedBlock> = HashMap::new();
     let mut failures: HashMap<BlockId, anyhow::Error> = HashMap::new();
+    let mut offsets: HashMap<BlockId, u64> = HashMap::new();
     for id in &order {
-        let (offset, raw) = parts[id].data.as_ref().expect("ordered ids have data");
-        match check_block(id, *offset, raw) {
+        let p = parts.remove(id).unwrap_or_default();
+        let offset = entry_offset(&p);
+        offsets.insert(*id, offset);
+        match check_parts(id, p) {
             Ok(c) => {
                 checked.insert(*id, c);
             }
@@ -222,6 +193,7 @@ pub async fn import_archive_with(
             }
         }
     }
+    drop(parts);
 
     // Which mc block references each shard block: walk back from the top shard blocks of every mc block.
     let mut mc_blocks: Vec<BlockId> = order
@@ -234,19 +206,14 @@ pub async fn import_archive_with(
     let mut ref_by: HashMap<BlockId, u32> = HashMap::new();
     for mc in &mc_blocks {
         let Some(c) = checked.get(mc) else { continue };
-        let mut stack = c.parsed.top_shard_blocks().with_context(|| {
-            format!(
-                "{}: mc block {mc}: cannot read its shard blocks",
-                path.display()
-            )
-        })?;
+        let mut stack: Vec<BlockId> = c.top_shard_blocks().iter().map(|top| top.id).collect();
         while let Some(shard_id) = stack.pop() {
             if !in_archive.contains(&shard_id) || ref_by.contains_key(&shard_id) {
                 continue;
             }
             ref_by.insert(shard_id, mc.seqno);
             if let Some(sc) = checked.get(&shard_id) {
-                stack.extend(sc.prev.iter().copied());
+                stack.extend(sc.prev_ids().iter().copied());
             }
         }
     }
@@ -262,7 +229,7 @@ pub async fn import_archive_with(
     }
     let mut plan: Vec<(BlockId, u32, bool)> = Vec::new(); // (id, ref mc seqno, mc is key block)
     for mc in &mc_blocks {
-        let mc_is_key = checked.get(mc).is_some_and(|c| c.is_key_block);
+        let mc_is_key = checked.get(mc).is_some_and(|c| c.is_key_block());
         if let Some(shards) = shard_blocks_of.get_mut(&mc.seqno) {
             shards.sort_by_key(|id| (id.seqno, id.shard.workchain(), id.shard.prefix()));
             plan.extend(shards.iter().map(|id| (*id, mc.seqno, mc_is_key)));
@@ -284,148 +251,116 @@ pub async fn import_archive_with(
         None
     };
     let mc_by_seqno: HashMap<u32, BlockId> = mc_blocks.iter().map(|id| (id.seqno, *id)).collect();
-    // Mc blocks whose proofs verified in this pass: their shard blocks may be stored.
-    let mut verified_mc: HashSet<u32> = HashSet::new();
+    // Mc blocks checked (and, with verification, proven) in this pass: their shard blocks may be stored.
+    let mut trusted_mc: HashSet<u32> = HashSet::new();
 
     progress.start(path, plan.len() as u64);
     let mut bytes_done = 0u64;
     // The first diff of each shard in this pass is applied without the continuity check (queue.md §5.1).
     let mut queue_started: HashSet<regolith_formats::ShardIdent> = HashSet::new();
-    for (id, ref_mc, mc_is_key) in plan {
-        if ref_mc <= last_mc.seqno {
-            report.blocks_already_present += 1;
-            progress.advance(1, 0);
-            continue;
-        }
-        if let Some(e) = failures.remove(&id) {
-            progress.finish();
-            return Err(e);
-        }
-        if let Some(verifier) = verifier.as_mut() {
-            // The referencing mc block first: a shard block is trusted only through it.
-            if !verified_mc.contains(&ref_mc) {
+    let result: Result<()> = async {
+        for (id, ref_mc, mc_is_key) in plan {
+            if ref_mc <= last_mc.seqno {
+                report.blocks_already_present += 1;
+                progress.advance(1, 0);
+                continue;
+            }
+            // The referencing mc block first: a shard block is trusted only through it, so nothing of a
+            // group is stored before its mc block is checked and its proof verified.
+            if !trusted_mc.contains(&ref_mc) {
                 let Some(&mc_id) = mc_by_seqno.get(&ref_mc) else {
                     bail!(
                         "{}: block {id} is planned after mc block {ref_mc}, which is not in the archive",
                         path.display()
                     );
                 };
-                let result = verify_proof(verifier, path, &mc_id, &parts, &checked).await;
-                if result.is_err() {
-                    progress.finish();
+                if let Some(e) = failures.remove(&mc_id) {
+                    return Err(e);
                 }
-                result?;
-                verified_mc.insert(ref_mc);
+                if let Some(verifier) = verifier.as_mut() {
+                    verify_proof(verifier, path, &checked[&mc_id], offsets[&mc_id]).await?;
+                }
+                trusted_mc.insert(ref_mc);
             }
+            if let Some(e) = failures.remove(&id) {
+                return Err(e);
+            }
+            let c = checked
+                .remove(&id)
+                .expect("every planned block without a failure was checked");
+            let offset = offsets[&id];
             if !id.is_masterchain() {
-                let result = verify_proof(verifier, path, &id, &parts, &checked).await;
-                if result.is_err() {
-                    progress.finish();
+                if let Some(verifier) = verifier.as_mut() {
+                    verify_proof(verifier, path, &c, offset).await?;
                 }
-                result?;
             }
-        }
-        let c = checked
-            .remove(&id)
-            .expect("every planned block was checked");
-        let p = parts.remove(&id).unwrap_or_default();
-        let at = |what: &str| {
-            format!(
-                "{}: block {id} (entry at offset {}): {what}",
-                path.display(),
-                c.offset
-            )
-        };
+            let at = |what: &str| {
+                format!(
+                    "{}: block {id} (entry at offset {offset}): {what}",
+                    path.display()
+                )
+            };
+            if id.is_masterchain() {
+                if id.seqno != expected_prev_mc.seqno + 1 {
+                    bail!(
+                        "{}: the archive continues at mc block {}, but the last applied mc block is {}; import archives in order",
+                        path.display(),
+                        id.seqno,
+                        expected_prev_mc.seqno
+                    );
+                }
+                if c.prev_ids().first() != Some(&expected_prev_mc) {
+                    bail!(at(&format!(
+                        "its previous block is not the last applied mc block {expected_prev_mc}"
+                    )));
+                }
+            }
+            let data_len = c.data().len() as u64;
 
-        if id.is_masterchain() {
-            if id.seqno != expected_prev_mc.seqno + 1 {
-                bail!(
-                    "{}: the archive continues at mc block {}, but the last applied mc block is {}; import archives in order",
-                    path.display(),
-                    id.seqno,
-                    expected_prev_mc.seqno
-                );
+            // Storage and the queue take the checked block as it is: nothing is parsed or hashed again.
+            let stored = storage
+                .components()
+                .store_checked_block(&c, ref_mc)
+                .await
+                .with_context(|| at("storing the block"))?;
+            let handle = stored.handle;
+            store_connections(storage, &handle, c.prev_ids())
+                .with_context(|| at("storing connections"))?;
+            storage
+                .archives()
+                .move_into_archive(&handle, mc_is_key)
+                .with_context(|| at("moving into archive"))?;
+            let check = if queue_started.insert(id.shard) {
+                None
+            } else {
+                Some(DiffZone::Both)
+            };
+            queue_sync::apply_checked_diff(queue, &c, check)
+                .with_context(|| at("applying its queue diff"))?;
+            if !id.is_masterchain() {
+                crate::crash::point("shard-diff-applied");
             }
-            if c.prev.first() != Some(&expected_prev_mc) {
-                bail!(at(&format!(
-                    "its previous block is not the last applied mc block {expected_prev_mc}"
-                )));
+            if id.is_masterchain() {
+                // The block is applied first, then the queue commits on it: a crash in between is repaired at
+                // the next start (queue.md §5.4), never the other way round.
+                storage.node_state().store_last_mc_block_id(&id)?;
+                report.last_mc_seqno = id.seqno;
+                expected_prev_mc = id;
+                crate::crash::point("mc-block-applied");
+                queue_sync::commit_checked_mc_block(queue, &c)
+                    .with_context(|| at("committing the queue"))?;
             }
+            report.blocks_imported += 1;
+            bytes_done += data_len;
+            progress.advance(1, data_len);
         }
-        let (_, proof) = p
-            .proof
-            .ok_or_else(|| anyhow!(at("the archive has no proof for it")))?;
-        let (_, diff) = p
-            .queue_diff
-            .ok_or_else(|| anyhow!(at("the archive has no queue diff for it")))?;
-        QueueDiff::parse_for_block(&diff, &id).with_context(|| at("bad queue diff"))?;
-        let expected_diff_hash = c.parsed.block.out_msg_queue_updates.diff_hash;
-        let diff_hash = queue_diff_hash(&diff);
-        if diff_hash != expected_diff_hash {
-            bail!(at(&format!(
-                "queue diff hash {diff_hash} differs from the block's {expected_diff_hash}"
-            )));
-        }
-        let queue_diff = Bytes::from(diff);
-        let data = Bytes::from(p.data.map(|(_, d)| d).unwrap_or_default());
-        let data_len = data.len() as u64;
-
-        let meta = NewBlockMeta {
-            is_key_block: c.is_key_block,
-            gen_utime: c.gen_utime,
-            ref_by_mc_seqno: ref_mc,
-        };
-        let components = storage.components();
-        let stored = components
-            .store_block_data(&id, data, meta)
-            .await
-            .with_context(|| at("storing data"))?;
-        let handle = stored.handle;
-        components
-            .store_block_proof(
-                &id,
-                Bytes::from(proof),
-                MaybeExistingHandle::Existing(handle.clone()),
-            )
-            .await
-            .with_context(|| at("storing proof"))?;
-        components
-            .store_queue_diff(
-                &id,
-                queue_diff.clone(),
-                MaybeExistingHandle::Existing(handle.clone()),
-            )
-            .await
-            .with_context(|| at("storing queue diff"))?;
-        store_connections(storage, &handle, &c.prev).with_context(|| at("storing connections"))?;
-        storage
-            .archives()
-            .move_into_archive(&handle, mc_is_key)
-            .with_context(|| at("moving into archive"))?;
-        let check = if queue_started.insert(id.shard) {
-            None
-        } else {
-            Some(DiffZone::Both)
-        };
-        queue_sync::apply_block_diff(queue, &c.parsed, &queue_diff, check)
-            .with_context(|| at("applying its queue diff"))?;
-        if !id.is_masterchain() {
-            crate::crash::point("shard-diff-applied");
-        }
-        if id.is_masterchain() {
-            // The block is applied first, then the queue commits on it: a crash in between is repaired at the
-            // next start (queue.md §5.4), never the other way round.
-            storage.node_state().store_last_mc_block_id(&id)?;
-            report.last_mc_seqno = id.seqno;
-            expected_prev_mc = id;
-            crate::crash::point("mc-block-applied");
-            queue_sync::commit_mc_block(queue, &c.parsed)
-                .with_context(|| at("committing the queue"))?;
-        }
-        report.blocks_imported += 1;
-        bytes_done += data_len;
-        progress.advance(1, data_len);
+        Ok(())
     }
+    .await;
+    if result.is_err() {
+        progress.finish();
+    }
+    result?;
     progress.finish();
 
     if let Some(e) = failures.into_values().next() {
@@ -453,27 +388,24 @@ pub async fn import_archive_with(
     Ok(report)
 }
 
-/// Verifies the archive's proof of `id`; the error names the file, the block, its offset and the reason.
+/// Verifies the signatures (mc) or the link (shard) of a checked block's proof; the error names the file,
+/// the block, its offset and the reason.
 async fn verify_proof(
     verifier: &mut ProofVerifier<'_>,
     path: &Path,
-    id: &BlockId,
-    parts: &HashMap<BlockId, Parts>,
-    checked: &HashMap<BlockId, Checked>,
+    block: &CheckedBlock,
+    offset: u64,
 ) -> Result<()> {
-    let offset = checked.get(id).map_or(0, |c| c.offset);
-    let Some((_, proof)) = parts.get(id).and_then(|p| p.proof.as_ref()) else {
-        bail!(
-            "{}: block {id} (entry at offset {offset}): the archive has no proof for it",
-            path.display()
-        );
-    };
-    verifier.verify(id, proof).await.with_context(|| {
-        format!(
-            "{}: block {id} (entry at offset {offset}): proof rejected, nothing of it is stored",
-            path.display()
-        )
-    })?;
+    verifier
+        .verify_parsed(block.proof())
+        .await
+        .with_context(|| {
+            format!(
+                "{}: block {} (entry at offset {offset}): proof rejected, nothing of it is stored",
+                path.display(),
+                block.id()
+            )
+        })?;
     Ok(())
 }
 

@@ -226,7 +226,7 @@ async fn execute(session: &Session, command: P2pCommand) -> Result<Value> {
                     format!("the block from neighbour {neighbour} fails verification")
                 })?;
             if next {
-                let prev = checked.parsed.block.load_info()?.load_prev_ref()?;
+                let prev = checked.parsed().block.load_info()?.load_prev_ref()?;
                 let follows = match prev {
                     tycho_types::models::PrevBlockRef::Single(r) => r.root_hash == id.root_hash,
                     tycho_types::models::PrevBlockRef::AfterMerge { left, right } => {
@@ -499,7 +499,7 @@ async fn verify_state(
                 anyhow!("the block {id} is needed to check its state and nobody has it")
             })?;
         let checked = crate::block_check::check_downloaded_block(Some(id), &block)?;
-        checked.parsed.block.load_state_update()?.new_hash
+        checked.parsed().block.load_state_update()?.new_hash
     };
     if *root.repr_hash() != expected {
         bail!(

@@ -58,15 +58,22 @@ impl<'a> ProofVerifier<'a> {
     /// names the block and the reason.
     pub async fn verify(&mut self, id: &BlockId, raw: &[u8]) -> Result<Proven> {
         let parsed = ParsedProof::parse(id, raw)?;
+        self.verify_parsed(&parsed).await
+    }
+
+    /// Verifies a proof already decoded and checked for structure (e.g. the proof of a
+    /// [`regolith_formats::CheckedBlock`]): the signatures of an mc block, the link of a shard block.
+    pub async fn verify_parsed(&mut self, parsed: &ParsedProof) -> Result<Proven> {
+        let id = parsed.id();
         let key_seqno = parsed.prev_key_block_seqno();
         if id.is_masterchain() && key_seqno != 0 && !self.key_blocks.contains_key(&key_seqno) {
             if let Some(proof) = self.stored_key_block_proof(key_seqno).await? {
                 self.key_blocks.insert(key_seqno, proof);
             }
         }
-        let proven = self.checker.verify(&parsed, &self.key_blocks)?;
+        let proven = self.checker.verify(parsed, &self.key_blocks)?;
         if parsed.is_key_block() {
-            self.key_blocks.insert(id.seqno, parsed);
+            self.key_blocks.insert(id.seqno, parsed.clone());
         }
         Ok(proven)
     }

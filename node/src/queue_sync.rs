@@ -6,10 +6,10 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
-use regolith_formats::{BlockId, ShardIdent};
+use regolith_formats::{BlockId, CheckedBlock, ShardIdent, TopShardBlock};
 use regolith_queue::{
-    diff_from_block, DiffZone, EnqueuedMessage, MessageQueue, Queue, QueueConfig, QueueFactory,
-    QueueStorage, TopBlock,
+    diff_from_block, diff_from_checked, DiffZone, EnqueuedMessage, MessageQueue, Queue,
+    QueueConfig, QueueFactory, QueueStorage, TopBlock,
 };
 use regolith_storage::{Direction, ParsedBlock, Storage};
 
@@ -63,42 +63,69 @@ pub fn apply_block_diff(
 ) -> Result<bool> {
     let built = diff_from_block(&block.id, Some(&block.block), tl_diff)
         .with_context(|| format!("building the queue diff of block {}", block.id))?;
+    apply_built(queue, &block.id, built, check)
+}
+
+/// [`apply_block_diff`] for a checked block: its TL diff was parsed and hashed when it was checked.
+pub fn apply_checked_diff(
+    queue: &NodeQueue,
+    block: &CheckedBlock,
+    check: Option<DiffZone>,
+) -> Result<bool> {
+    let built = diff_from_checked(block)
+        .with_context(|| format!("building the queue diff of block {}", block.id()))?;
+    apply_built(queue, block.id(), built, check)
+}
+
+fn apply_built(
+    queue: &NodeQueue,
+    id: &BlockId,
+    built: regolith_queue::BlockQueueDiff,
+    check: Option<DiffZone>,
+) -> Result<bool> {
     queue
         .apply_diff(
             &built.diff,
-            block.id.as_short_id(),
+            id.as_short_id(),
             &built.hash,
             &built.statistics,
             check,
         )
-        .with_context(|| format!("applying the queue diff of block {}", block.id))
+        .with_context(|| format!("applying the queue diff of block {id}"))
 }
 
 /// The commit entries of an mc block: the block itself, then its top shard blocks (queue.md §5.2).
 pub fn top_blocks(mc: &ParsedBlock) -> Result<Vec<TopBlock>> {
-    let mut out = vec![TopBlock {
-        block_id: mc.id,
-        ref_by_mc_seqno: mc.id.seqno,
-        updated: true,
-    }];
-    let extra = mc
-        .block
-        .load_extra()
-        .with_context(|| format!("mc block {}: cannot read its extra", mc.id))?;
-    let custom = extra
-        .load_custom()
-        .with_context(|| format!("mc block {}: cannot read its mc extra", mc.id))?
-        .ok_or_else(|| anyhow!("block {} is not a masterchain block", mc.id))?;
-    for item in custom.shards.iter() {
-        let (shard, descr) =
-            item.with_context(|| format!("mc block {}: cannot read its shard hashes", mc.id))?;
-        out.push(TopBlock {
-            block_id: descr.as_block_id(shard),
-            ref_by_mc_seqno: descr.reg_mc_seqno,
-            updated: descr.top_sc_block_updated,
-        });
+    if !mc.id.is_masterchain() {
+        return Err(anyhow!("block {} is not a masterchain block", mc.id));
     }
-    Ok(out)
+    let shards = mc
+        .shard_descriptions()
+        .with_context(|| format!("mc block {}: cannot read its shard blocks", mc.id))?;
+    Ok(commit_entries(&mc.id, &shards))
+}
+
+fn commit_entries(mc: &BlockId, shards: &[TopShardBlock]) -> Vec<TopBlock> {
+    let mut out = Vec::with_capacity(shards.len() + 1);
+    out.push(TopBlock {
+        block_id: *mc,
+        ref_by_mc_seqno: mc.seqno,
+        updated: true,
+    });
+    out.extend(shards.iter().map(|top| TopBlock {
+        block_id: top.id,
+        ref_by_mc_seqno: top.reg_mc_seqno,
+        updated: top.updated,
+    }));
+    out
+}
+
+/// Commits the queue on an applied, checked mc block (its shard description was read when it was checked).
+pub fn commit_checked_mc_block(queue: &NodeQueue, mc: &CheckedBlock) -> Result<()> {
+    let top = commit_entries(mc.id(), mc.top_shard_blocks());
+    queue
+        .commit(&top, &PARTITIONS)
+        .with_context(|| format!("committing the queue on mc block {}", mc.id()))
 }
 
 /// Commits the queue on an applied mc block.

@@ -6,6 +6,7 @@ use tycho_types::models::{Block, BlockId, MsgInfo, OutMsg, OutMsgDescr};
 use tycho_types::prelude::HashBytes;
 
 use regolith_formats::queue_diff::{queue_diff_hash, QueueDiff};
+use regolith_formats::CheckedBlock;
 
 use crate::diff::{DiffStatistics, QueueDiffWithMessages};
 use crate::error::{QueueError, Result};
@@ -38,13 +39,30 @@ pub fn diff_from_block(
         ))
     })?;
     let expected_hash = block.out_msg_queue_updates.diff_hash;
+    let out_msgs = out_msg_descr(block_id, block)?;
+    diff_from_out_msgs(block_id, &expected_hash, &out_msgs, tl_diff)
+}
+
+/// Builds the diff of a checked block: its TL diff is already parsed, hashed and matched with the block, so
+/// only the messages are looked up in the block's `OutMsgDescr`.
+pub fn diff_from_checked(block: &CheckedBlock) -> Result<BlockQueueDiff> {
+    let block_id = block.id();
+    let out_msgs = out_msg_descr(block_id, &block.parsed().block)?;
+    build(
+        block_id,
+        &out_msgs,
+        block.queue_diff(),
+        *block.queue_diff_hash(),
+    )
+}
+
+fn out_msg_descr(block_id: &BlockId, block: &Block) -> Result<OutMsgDescr> {
     let extra = block
         .load_extra()
         .map_err(|e| QueueError::invalid(format!("block {block_id}: cannot load extra: {e}")))?;
-    let out_msgs = extra.load_out_msg_description().map_err(|e| {
-        QueueError::invalid(format!("block {block_id}: cannot load OutMsgDescr: {e}"))
-    })?;
-    diff_from_out_msgs(block_id, &expected_hash, &out_msgs, tl_diff)
+    extra
+        .load_out_msg_description()
+        .map_err(|e| QueueError::invalid(format!("block {block_id}: cannot load OutMsgDescr: {e}")))
 }
 
 /// Builds the diff from its TL bytes and an `OutMsgDescr`; `expected_hash` is the block's `diff_hash`.
@@ -62,7 +80,16 @@ pub fn diff_from_out_msgs(
             "queue diff of block {block_id}: hash {hash} does not match the block's diff_hash {expected_hash}"
         )));
     }
+    build(block_id, out_msgs, &tl, hash)
+}
 
+/// The diff of a block from its parsed TL diff (already matched with the block) and its `OutMsgDescr`.
+fn build(
+    block_id: &BlockId,
+    out_msgs: &OutMsgDescr,
+    tl: &QueueDiff,
+    hash: HashBytes,
+) -> Result<BlockQueueDiff> {
     let mut diff = QueueDiffWithMessages::<EnqueuedMessage> {
         router: PartitionRouter::from_tl(&tl.router_partitions_src, &tl.router_partitions_dst),
         processed_to: tl

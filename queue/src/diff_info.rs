@@ -6,9 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use regolith_formats::queue_diff::RouterAddr as TlRouterAddr;
 use regolith_formats::queue_diff::{
-    RouterPartition, TlReader, MAX_MESSAGES, MAX_PARTITIONS, MAX_PROCESSED_TO,
+    read_router_half, write_router_half, RouterPartition, TlReader, MAX_PROCESSED_TO,
 };
 use regolith_formats::{FormatError, HashBytes, ShardIdent};
 
@@ -66,8 +65,8 @@ impl DiffInfo {
             write_shard(&mut out, shard);
             write_key(&mut out, key);
         }
-        write_router(&mut out, &self.router_src);
-        write_router(&mut out, &self.router_dst);
+        write_router_half(&mut out, &self.router_src);
+        write_router_half(&mut out, &self.router_dst);
         out.extend_from_slice(&self.seqno.to_le_bytes());
         out
     }
@@ -96,8 +95,8 @@ impl DiffInfo {
             let key = read_key(&mut r, "processed_to")?;
             processed_to.insert(shard, key);
         }
-        let router_src = read_router(&mut r, "router_src")?;
-        let router_dst = read_router(&mut r, "router_dst")?;
+        let router_src = read_router_half(&mut r, "router_src")?;
+        let router_dst = read_router_half(&mut r, "router_dst")?;
         let seqno = r.u32("seqno")?;
         if !r.remaining().is_empty() {
             return Err(FormatError::InvalidData {
@@ -128,54 +127,14 @@ fn write_shard(out: &mut Vec<u8>, shard: &ShardIdent) {
     out.extend_from_slice(&shard.prefix().to_le_bytes());
 }
 
-fn write_router(out: &mut Vec<u8>, partitions: &[RouterPartition]) {
-    out.extend_from_slice(&(partitions.len() as u32).to_le_bytes());
-    for p in partitions {
-        out.extend_from_slice(&u32::from(p.index).to_le_bytes());
-        out.extend_from_slice(&(p.accounts.len() as u32).to_le_bytes());
-        for a in &p.accounts {
-            out.extend_from_slice(&i32::from(a.workchain).to_le_bytes());
-            out.extend_from_slice(&a.account.0);
-        }
-    }
-}
-
 fn read_key(r: &mut TlReader<'_>, what: &'static str) -> Result<QueueKey, FormatError> {
     Ok(QueueKey::new(r.u64(what)?, r.hash(what)?))
 }
 
-fn read_router(
-    r: &mut TlReader<'_>,
-    what: &'static str,
-) -> Result<Vec<RouterPartition>, FormatError> {
-    let n = r.count(what, MAX_PARTITIONS, 8)?;
-    let mut partitions = Vec::with_capacity(n);
-    for _ in 0..n {
-        let index = r.u32(what)?;
-        let index = u16::try_from(index).map_err(|_| FormatError::InvalidData {
-            what,
-            reason: format!("partition index {index} does not fit u16"),
-        })?;
-        let count = r.count(what, MAX_MESSAGES, 36)?;
-        let mut accounts = Vec::with_capacity(count);
-        for _ in 0..count {
-            let wc = r.i32(what)?;
-            let workchain = i8::try_from(wc).map_err(|_| FormatError::InvalidData {
-                what,
-                reason: format!("workchain {wc} does not fit i8"),
-            })?;
-            accounts.push(TlRouterAddr {
-                workchain,
-                account: r.hash(what)?,
-            });
-        }
-        partitions.push(RouterPartition { index, accounts });
-    }
-    Ok(partitions)
-}
-
 #[cfg(test)]
 mod tests {
+    use regolith_formats::queue_diff::RouterAddr as TlRouterAddr;
+
     use super::*;
 
     fn sample() -> DiffInfo {
@@ -216,6 +175,37 @@ mod tests {
         swapped[a..a + 20].copy_from_slice(&second);
         swapped[b..b + 20].copy_from_slice(&first);
         assert_eq!(DiffInfo::decode(&swapped).unwrap(), info);
+    }
+
+    #[test]
+    fn router_halves_are_read_with_the_rules_of_the_tl_diff() {
+        // A record goes through the one router reader of `formats`: accounts and partition indices must be
+        // strictly ascending, as in a TL diff (queue.md §6).
+        let mut info = sample();
+        let account = info.router_dst[0].accounts[0];
+        info.router_dst[0].accounts.push(account);
+        assert!(
+            matches!(
+                DiffInfo::decode(&info.encode()),
+                Err(QueueError::InvalidData { .. })
+            ),
+            "a repeated account"
+        );
+        let mut info = sample();
+        info.router_src = vec![
+            RouterPartition {
+                index: 2,
+                accounts: vec![],
+            },
+            RouterPartition {
+                index: 1,
+                accounts: vec![],
+            },
+        ];
+        assert!(
+            DiffInfo::decode(&info.encode()).is_err(),
+            "descending partitions"
+        );
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! - [`QueueStorage`]: the database, its locks, and the cold-boot import of a persistent queue state;
 //! - [`QueueFactory`] / [`Queue`] / [`MessageQueue`]: the facade — apply, commit, clear, iterators, queries,
 //!   the node-start procedure, and the GC task;
-//! - [`diff_from_block`]: the diff of a block received from the network;
+//! - [`diff_from_block`]: the diff of a block received from the network ([`diff_from_checked`] for a block
+//!   checked on the apply path, whose TL diff is already parsed and hashed);
 //! - `bench` (feature `bench`): the benchmark cases of queue.md §12, for `regolith bench queue`.
 
 mod apply;
@@ -37,7 +38,7 @@ pub mod tables;
 mod zone;
 
 pub use apply::PendingDiff;
-pub use block_diff::{diff_from_block, diff_from_out_msgs, BlockQueueDiff};
+pub use block_diff::{diff_from_block, diff_from_checked, diff_from_out_msgs, BlockQueueDiff};
 pub use config::{QueueConfig, DEFAULT_GC_INTERVAL};
 pub use db::{FailPoints, QueueDb, QueueSnapshot};
 pub use delete::DeleteRange;

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 use regolith_formats::archive::ArchiveEntryType;
 use regolith_formats::queue_diff::QueueDiff;
-use regolith_formats::{BlockId, BlockKey, ShardIdent};
+use regolith_formats::{BlockId, BlockKey, CheckedBlock, ShardIdent};
 use regolith_kv::Batch;
 use tycho_types::models::BlockProof;
 
@@ -28,6 +28,9 @@ use crate::tables::{
 const BLOCKING_PARSE_THRESHOLD: usize = 1 << 20;
 /// Queue diffs of at least this size are parsed on the blocking pool.
 const BLOCKING_DIFF_PARSE_THRESHOLD: usize = 100 << 10;
+/// The parts of a checked block are compressed on the blocking pool when together at least this large;
+/// smaller ones compress faster than a hand-over to another thread.
+const BLOCKING_COMPRESS_THRESHOLD: usize = 256 << 10;
 
 /// Result of a component store.
 #[derive(Debug, Clone)]
@@ -202,6 +205,105 @@ impl BlockComponentStorage {
             .await
     }
 
+    /// Stores every part of a checked block (data, proof and queue diff) under its handle, created with the
+    /// block's meta and `ref_by_mc_seqno` if the block is unknown. The parts not stored yet go into one batch
+    /// with the merge that sets their flags. Nothing is parsed or hashed again: [`CheckedBlock::check`] made
+    /// the checks the single-part stores make, and more. `updated` = this call stored at least one part.
+    pub async fn store_checked_block(
+        &self,
+        block: &CheckedBlock,
+        ref_by_mc_seqno: u32,
+    ) -> Result<StoreResult> {
+        let id = block.id();
+        let meta = NewBlockMeta {
+            is_key_block: block.is_key_block(),
+            gen_utime: block.gen_utime(),
+            ref_by_mc_seqno,
+        };
+        let (handle, new) = self.resolve(id, MaybeExistingHandle::New(meta))?;
+        if handle.is_removed() {
+            return Err(StorageError::HandleRemoved(*id));
+        }
+        let parts = [
+            (ArchiveEntryType::Block, block.data()),
+            (ArchiveEntryType::Proof, block.proof_raw()),
+            (ArchiveEntryType::QueueDiff, block.queue_diff_raw()),
+        ];
+        let missing: Vec<(ArchiveEntryType, Bytes)> = parts
+            .iter()
+            .filter(|(ty, _)| !has_component(&handle, *ty))
+            .map(|(ty, raw)| (*ty, Bytes::clone(raw)))
+            .collect();
+        let mut updated = false;
+        if !missing.is_empty() {
+            let frames = self.compress_parts(id, missing).await?;
+            // Locks in the fixed order data, proof, queue diff, so that two stores of one block cannot deadlock.
+            let mut guards = Vec::with_capacity(frames.len());
+            for (ty, _) in &frames {
+                guards.push(component_lock(&handle, *ty).write().await);
+            }
+            let frames: Vec<_> = frames
+                .into_iter()
+                .filter(|(ty, _)| !has_component(&handle, *ty))
+                .collect();
+            if handle.is_removed() {
+                return Err(StorageError::HandleRemoved(*id));
+            }
+            if !frames.is_empty() {
+                let _wait_guard = self.data_wait_lock.read();
+                let flags = frames
+                    .iter()
+                    .fold(BlockFlags::EMPTY, |f, (ty, _)| f | flag_of(*ty));
+                self.write_components(&handle, frames)?;
+                updated = handle.meta().add_flags(flags);
+                self.data_subscriptions
+                    .notify(id, &(handle.clone(), block.parsed().clone()));
+            }
+            drop(guards);
+        }
+        if !updated {
+            let _wait_guard = self.data_wait_lock.read();
+            self.data_subscriptions
+                .notify(id, &(handle.clone(), block.parsed().clone()));
+        }
+        self.cache.insert(block.parsed().clone());
+        Ok(StoreResult {
+            handle,
+            updated,
+            new,
+        })
+    }
+
+    /// Compresses parts into stored frames, on the blocking pool when they are large.
+    async fn compress_parts(
+        &self,
+        id: &BlockId,
+        parts: Vec<(ArchiveEntryType, Bytes)>,
+    ) -> Result<Vec<(ArchiveEntryType, RawBytes)>> {
+        let level = self.zstd_level;
+        let id = *id;
+        let large =
+            parts.iter().map(|(_, raw)| raw.len()).sum::<usize>() >= BLOCKING_COMPRESS_THRESHOLD;
+        let compress = move || {
+            parts
+                .into_iter()
+                .map(|(ty, raw)| {
+                    zstd::bulk::compress(&raw, level)
+                        .map(|frame| (ty, RawBytes(frame)))
+                        .map_err(StorageError::io(format!(
+                            "compressing {} of {id}",
+                            component_name(ty)
+                        )))
+                })
+                .collect::<Result<Vec<_>>>()
+        };
+        if large {
+            blocking(compress).await
+        } else {
+            compress()
+        }
+    }
+
     async fn store_component(
         &self,
         id: &BlockId,
@@ -263,15 +365,29 @@ impl BlockComponentStorage {
         ty: ArchiveEntryType,
         frame: RawBytes,
     ) -> Result<()> {
+        self.write_components(handle, vec![(ty, frame)])
+    }
+
+    /// One batch: the component rows and one merge that sets their flags.
+    fn write_components(
+        &self,
+        handle: &BlockHandle,
+        frames: Vec<(ArchiveEntryType, RawBytes)>,
+    ) -> Result<()> {
         let mut meta = handle.meta().load();
-        meta.flags = BlockFlags(meta.flags.0 & !BlockFlags::IS_REMOVED.0) | flag_of(ty);
+        let mut flags = BlockFlags(meta.flags.0 & !BlockFlags::IS_REMOVED.0);
         let mut batch = Batch::new();
-        self.db.batch_put::<BlockComponents>(
-            &mut batch,
-            &ComponentKey(BlockKey::of(handle.id()), ty),
-            &frame,
-        );
-        drop(frame);
+        let mut what = Vec::with_capacity(frames.len());
+        for (ty, frame) in frames {
+            self.db.batch_put::<BlockComponents>(
+                &mut batch,
+                &ComponentKey(BlockKey::of(handle.id()), ty),
+                &frame,
+            );
+            flags = flags | flag_of(ty);
+            what.push(component_name(ty));
+        }
+        meta.flags = flags;
         self.db
             .batch_merge::<BlockHandles>(&mut batch, &StoredHash(handle.id().root_hash), &meta);
         self.db
@@ -280,7 +396,7 @@ impl BlockComponentStorage {
             .check("component batch")?;
         Ok(self.db.write(
             batch,
-            &format!("storing {} of {}", component_name(ty), handle.id()),
+            &format!("storing {} of {}", what.join(", "), handle.id()),
         )?)
     }
 
@@ -438,7 +554,7 @@ impl BlockComponentStorage {
             if key.1 == ArchiveEntryType::Block {
                 let id = self.id_of(key.0)?;
                 let raw = decompress(&id, ArchiveEntryType::Block, &frame)?;
-                return ParsedBlock::parse(&id, &raw).map(Some);
+                return Ok(Some(ParsedBlock::parse(&id, &raw)?));
             }
         }
         Ok(None)

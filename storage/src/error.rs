@@ -1,6 +1,6 @@
 //! Errors of the block storage.
 
-use regolith_formats::{BlockId, FormatError};
+use regolith_formats::{BlockError, BlockId, FormatError};
 
 /// Everything the block storage can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -132,6 +132,15 @@ impl From<FormatError> for StorageError {
     fn from(e: FormatError) -> Self {
         Self::Corruption {
             what: "stored value".into(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+impl From<BlockError> for StorageError {
+    fn from(e: BlockError) -> Self {
+        Self::InvalidData {
+            what: "block".into(),
             reason: e.to_string(),
         }
     }

@@ -362,3 +362,116 @@ async fn s24_first_queue_diff() {
     let parsed = t.s().components().load_queue_diff(&h).await.unwrap();
     assert_eq!(parsed.seqno, 1);
 }
+
+fn checked(b: &ArchiveBlock) -> regolith_formats::CheckedBlock {
+    regolith_formats::CheckedBlock::check(
+        &b.id,
+        Bytes::from(b.data.clone()),
+        Bytes::from(b.proof.clone()),
+        Bytes::from(b.queue_diff.clone()),
+    )
+    .unwrap()
+}
+
+/// The apply path's store: every part of a checked block in one batch with its flags, read back as given.
+#[tokio::test]
+async fn a_checked_block_is_stored_whole_and_once() {
+    let mut t = TempStorage::new();
+    let blocks = archive_1_blocks();
+    let b = blocks.iter().find(|b| b.id.is_masterchain()).unwrap();
+    let block = checked(b);
+    let c = t.s().components();
+    let waiter = {
+        let c = t.s().clone();
+        let id = b.id;
+        tokio::spawn(async move { c.components().wait_for_block(&id, None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let r = c
+        .store_checked_block(&block, b.ref_by_mc_seqno)
+        .await
+        .unwrap();
+    assert!(r.new && r.updated);
+    assert!(r.handle.has_all_block_parts());
+    assert_eq!(r.handle.ref_by_mc_seqno(), b.ref_by_mc_seqno);
+    assert_eq!(r.handle.gen_utime(), b.gen_utime);
+    let (waited, parsed) = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(waited.id(), &b.id);
+    assert_eq!(parsed.id, b.id);
+    assert_eq!(c.load_block_data_raw(&r.handle).await.unwrap(), b.data);
+    assert_eq!(c.load_block_proof_raw(&r.handle).await.unwrap(), b.proof);
+    assert_eq!(
+        c.load_queue_diff_raw(&r.handle).await.unwrap(),
+        b.queue_diff
+    );
+
+    let again = c
+        .store_checked_block(&block, b.ref_by_mc_seqno)
+        .await
+        .unwrap();
+    assert!(!again.new && !again.updated);
+    assert!(again.handle.ptr_eq(&r.handle));
+
+    // A block whose data was stored alone gets the other two parts.
+    let s = blocks.iter().find(|b| !b.id.is_masterchain()).unwrap();
+    let data_only = c
+        .store_block_data(&s.id, Bytes::from(s.data.clone()), s.meta())
+        .await
+        .unwrap();
+    assert!(!data_only.handle.has_proof());
+    let r = c
+        .store_checked_block(&checked(s), s.ref_by_mc_seqno)
+        .await
+        .unwrap();
+    assert!(!r.new && r.updated && r.handle.has_all_block_parts());
+
+    let s = t.reopen();
+    for id in [
+        b.id,
+        blocks.iter().find(|b| !b.id.is_masterchain()).unwrap().id,
+    ] {
+        let h = s.handles().load_handle(&id).unwrap().unwrap();
+        assert!(h.has_all_block_parts(), "{id}");
+    }
+    let stats = s.open_stats().consistency;
+    assert_eq!(
+        (stats.orphaned_flags_count, stats.restored_flags_count),
+        (0, 0)
+    );
+}
+
+/// An injected failure of the one batch of a checked block leaves neither a part nor a flag.
+#[tokio::test]
+async fn a_failed_checked_block_batch_stores_no_part() {
+    let mut t = TempStorage::new();
+    let b = archive_1_blocks().into_iter().next().unwrap();
+    {
+        let s = t.s();
+        s.db().fail_points.component_batch.arm();
+        let err = s
+            .components()
+            .store_checked_block(&checked(&b), b.ref_by_mc_seqno)
+            .await;
+        assert!(matches!(err, Err(StorageError::Injected(_))), "{err:?}");
+        let h = s.handles().load_handle(&b.id).unwrap().unwrap();
+        assert!(!h.has_data() && !h.has_proof() && !h.has_queue_diff());
+    }
+    let s = t.reopen();
+    for ty in ArchiveEntryType::ALL {
+        assert!(!s
+            .db()
+            .contains::<BlockComponents>(&ComponentKey(BlockKey::of(&b.id), ty))
+            .unwrap());
+    }
+    let h = s.handles().load_handle(&b.id).unwrap().unwrap();
+    assert!(!h.has_data() && !h.has_proof() && !h.has_queue_diff());
+    let stats = s.open_stats().consistency;
+    assert_eq!(
+        (stats.orphaned_flags_count, stats.restored_flags_count),
+        (0, 0)
+    );
+}

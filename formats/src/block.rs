@@ -1,0 +1,449 @@
+//! Blocks on the apply path: a block parsed from its BOC ([`ParsedBlock`]), and a block with its proof and
+//! queue diff checked against each other and against its id ([`CheckedBlock`]).
+//!
+//! A [`CheckedBlock`] is built once, from the raw parts, by [`CheckedBlock::check`]: every BOC is decoded once
+//! and every hash computed once. Storage and the queue take it as it is and parse nothing again.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tycho_types::boc::Boc;
+use tycho_types::cell::Cell;
+use tycho_types::models::{Block, PrevBlockRef};
+
+use crate::block_proof::{ParsedProof, ProofError};
+use crate::queue_diff::{queue_diff_hash, QueueDiff};
+use crate::{BlockId, FormatError, HashBytes, ShardIdent};
+
+/// BLAKE3 of raw bytes as a hash: the file hash of blocks and zerostates.
+pub fn file_hash(raw: &[u8]) -> HashBytes {
+    HashBytes(*blake3::hash(raw).as_bytes())
+}
+
+/// A block, or one of its parts, that failed a check. The message names the block and what was wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum BlockError {
+    /// The BLAKE3 of the block BOC is not the id's file hash.
+    #[error("block {id}: file hash {actual} of the block BOC differs from the id")]
+    FileHash {
+        /// The block.
+        id: Box<BlockId>,
+        /// BLAKE3 of the BOC.
+        actual: HashBytes,
+    },
+    /// The block data does not decode, or disagrees with the id.
+    #[error("block {id}: {what}: {reason}")]
+    InvalidData {
+        /// The block.
+        id: Box<BlockId>,
+        /// The part that was read.
+        what: &'static str,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// The proof is not a proof of this block (structure; signatures are checked by the caller).
+    #[error(transparent)]
+    Proof(#[from] ProofError),
+    /// The queue diff does not parse, or is not this block's.
+    #[error("block {id}: bad queue diff: {source}")]
+    QueueDiff {
+        /// The block.
+        id: Box<BlockId>,
+        /// The format error.
+        source: FormatError,
+    },
+    /// The queue diff is not the one the block commits to.
+    #[error("block {id}: queue diff hash {actual} differs from the block's {expected}")]
+    QueueDiffHash {
+        /// The block.
+        id: Box<BlockId>,
+        /// BLAKE3 of the TL diff.
+        actual: HashBytes,
+        /// The block's `out_msg_queue_updates.diff_hash`.
+        expected: HashBytes,
+    },
+}
+
+fn invalid(id: &BlockId, what: &'static str, reason: impl std::fmt::Display) -> BlockError {
+    BlockError::InvalidData {
+        id: Box::new(*id),
+        what,
+        reason: reason.to_string(),
+    }
+}
+
+/// A block parsed from its BOC, its root hash checked against the id.
+#[derive(Clone)]
+pub struct ParsedBlock {
+    /// The block id.
+    pub id: BlockId,
+    /// Root cell.
+    pub root: Cell,
+    /// The block model.
+    pub block: Block,
+    /// Size of the raw BOC.
+    pub data_size: usize,
+}
+
+impl std::fmt::Debug for ParsedBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParsedBlock").field("id", &self.id).finish()
+    }
+}
+
+impl ParsedBlock {
+    /// Parses a block BOC and checks that its root hash is the id's root hash.
+    pub fn parse(id: &BlockId, raw: &[u8]) -> Result<Self, BlockError> {
+        let root = Boc::decode(raw).map_err(|e| invalid(id, "block data", e))?;
+        if *root.repr_hash() != id.root_hash {
+            return Err(invalid(
+                id,
+                "block data",
+                format!("root hash {} differs from the id", root.repr_hash()),
+            ));
+        }
+        let block = root
+            .parse::<Block>()
+            .map_err(|e| invalid(id, "block data", e))?;
+        Ok(Self {
+            id: *id,
+            root,
+            block,
+            data_size: raw.len(),
+        })
+    }
+
+    /// Top shard blocks referenced by this mc block: (shard, seqno) pairs.
+    pub fn shard_heights(&self) -> Result<Vec<(ShardIdent, u32)>, BlockError> {
+        Ok(self
+            .top_shard_blocks()?
+            .into_iter()
+            .map(|id| (id.shard, id.seqno))
+            .collect())
+    }
+
+    /// Ids of the top shard blocks referenced by this mc block (empty for shard blocks).
+    pub fn top_shard_blocks(&self) -> Result<Vec<BlockId>, BlockError> {
+        Ok(self
+            .shard_descriptions()?
+            .into_iter()
+            .map(|top| top.id)
+            .collect())
+    }
+
+    /// The top shard blocks of this mc block as its shard description lists them (empty for shard blocks).
+    pub fn shard_descriptions(&self) -> Result<Vec<TopShardBlock>, BlockError> {
+        let extra = self
+            .block
+            .load_extra()
+            .map_err(|e| invalid(&self.id, "block extra", e))?;
+        let Some(custom) = extra
+            .load_custom()
+            .map_err(|e| invalid(&self.id, "mc block extra", e))?
+        else {
+            return Ok(Vec::new());
+        };
+        custom
+            .shards
+            .iter()
+            .map(|item| {
+                let (shard, descr) = item.map_err(|e| invalid(&self.id, "shard hashes", e))?;
+                Ok(TopShardBlock {
+                    id: descr.as_block_id(shard),
+                    reg_mc_seqno: descr.reg_mc_seqno,
+                    updated: descr.top_sc_block_updated,
+                })
+            })
+            .collect()
+    }
+
+    /// The ids this block names as its predecessors: one, or two after a merge.
+    pub fn prev_ids(&self) -> Result<Vec<BlockId>, BlockError> {
+        let id = &self.id;
+        let info = self
+            .block
+            .load_info()
+            .map_err(|e| invalid(id, "block info", e))?;
+        Ok(
+            match info
+                .load_prev_ref()
+                .map_err(|e| invalid(id, "prev ref", e))?
+            {
+                PrevBlockRef::Single(r) => {
+                    let shard = if info.after_split {
+                        id.shard.merge().ok_or_else(|| {
+                            invalid(id, "block info", "after_split on a full shard")
+                        })?
+                    } else {
+                        id.shard
+                    };
+                    vec![r.as_block_id(shard)]
+                }
+                PrevBlockRef::AfterMerge { left, right } => {
+                    let (l, r) = id.shard.split().ok_or_else(|| {
+                        invalid(id, "block info", "after_merge on an unsplittable shard")
+                    })?;
+                    vec![left.as_block_id(l), right.as_block_id(r)]
+                }
+            },
+        )
+    }
+}
+
+/// A top shard block as an mc block's shard description lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopShardBlock {
+    /// The shard block.
+    pub id: BlockId,
+    /// The mc seqno that registered it.
+    pub reg_mc_seqno: u32,
+    /// Whether the shard was updated in this mc block.
+    pub updated: bool,
+}
+
+/// A block ready for the apply path: its data, proof and queue diff, each decoded once and checked against
+/// the id and against each other. Only [`CheckedBlock::check`] builds one.
+///
+/// Checked: the file hash is the BLAKE3 of the BOC; the root hash and the block info's shard and seqno match
+/// the id; the proof is a proof of this block (its structure, [`ParsedProof`]; the validators' signatures are
+/// the caller's to check, since they need the chain's key blocks); the queue diff parses, is this block's, and
+/// hashes to the block's `out_msg_queue_updates.diff_hash`.
+#[derive(Debug, Clone)]
+pub struct CheckedBlock {
+    parsed: Arc<ParsedBlock>,
+    data: Bytes,
+    is_key_block: bool,
+    gen_utime: u32,
+    prev: Vec<BlockId>,
+    top_shard_blocks: Vec<TopShardBlock>,
+    proof_raw: Bytes,
+    proof: ParsedProof,
+    queue_diff_raw: Bytes,
+    queue_diff: QueueDiff,
+    queue_diff_hash: HashBytes,
+}
+
+impl CheckedBlock {
+    /// Decodes and checks the parts of block `id`.
+    pub fn check(
+        id: &BlockId,
+        data: Bytes,
+        proof: Bytes,
+        queue_diff: Bytes,
+    ) -> Result<Self, BlockError> {
+        let actual = file_hash(&data);
+        if actual != id.file_hash {
+            return Err(BlockError::FileHash {
+                id: Box::new(*id),
+                actual,
+            });
+        }
+        let parsed = ParsedBlock::parse(id, &data)?;
+        let info = parsed
+            .block
+            .load_info()
+            .map_err(|e| invalid(id, "block info", e))?;
+        if info.shard != id.shard || info.seqno != id.seqno {
+            return Err(invalid(
+                id,
+                "block info",
+                format!("the block is {}:{}", info.shard, info.seqno),
+            ));
+        }
+        let prev = parsed.prev_ids()?;
+        let top_shard_blocks = parsed.shard_descriptions()?;
+
+        let parsed_proof = ParsedProof::parse(id, &proof)?;
+
+        let parsed_diff = QueueDiff::parse_for_block(&queue_diff, id).map_err(|source| {
+            BlockError::QueueDiff {
+                id: Box::new(*id),
+                source,
+            }
+        })?;
+        let expected = parsed.block.out_msg_queue_updates.diff_hash;
+        let queue_diff_hash = queue_diff_hash(&queue_diff);
+        if queue_diff_hash != expected {
+            return Err(BlockError::QueueDiffHash {
+                id: Box::new(*id),
+                actual: queue_diff_hash,
+                expected,
+            });
+        }
+        Ok(Self {
+            is_key_block: info.key_block,
+            gen_utime: info.gen_utime,
+            parsed: Arc::new(parsed),
+            data,
+            prev,
+            top_shard_blocks,
+            proof_raw: proof,
+            proof: parsed_proof,
+            queue_diff_raw: queue_diff,
+            queue_diff: parsed_diff,
+            queue_diff_hash,
+        })
+    }
+
+    /// The block id.
+    pub fn id(&self) -> &BlockId {
+        &self.parsed.id
+    }
+
+    /// The parsed block.
+    pub fn parsed(&self) -> &Arc<ParsedBlock> {
+        &self.parsed
+    }
+
+    /// The block BOC.
+    pub fn data(&self) -> &Bytes {
+        &self.data
+    }
+
+    /// Whether the block is a key block.
+    pub fn is_key_block(&self) -> bool {
+        self.is_key_block
+    }
+
+    /// The block's generation time.
+    pub fn gen_utime(&self) -> u32 {
+        self.gen_utime
+    }
+
+    /// The ids the block names as its predecessors.
+    pub fn prev_ids(&self) -> &[BlockId] {
+        &self.prev
+    }
+
+    /// The top shard blocks of an mc block (empty for shard blocks).
+    pub fn top_shard_blocks(&self) -> &[TopShardBlock] {
+        &self.top_shard_blocks
+    }
+
+    /// The proof BOC.
+    pub fn proof_raw(&self) -> &Bytes {
+        &self.proof_raw
+    }
+
+    /// The decoded proof, its structure checked.
+    pub fn proof(&self) -> &ParsedProof {
+        &self.proof
+    }
+
+    /// The TL `block.queueDiff` bytes.
+    pub fn queue_diff_raw(&self) -> &Bytes {
+        &self.queue_diff_raw
+    }
+
+    /// The parsed queue diff.
+    pub fn queue_diff(&self) -> &QueueDiff {
+        &self.queue_diff
+    }
+
+    /// The diff hash (BLAKE3 of the TL bytes), equal to the block's `out_msg_queue_updates.diff_hash`.
+    pub fn queue_diff_hash(&self) -> &HashBytes {
+        &self.queue_diff_hash
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::archive::{ArchiveEntryType, ArchiveReader};
+
+    /// The parts of every block of archive_1, in archive order.
+    fn fixture_parts() -> Vec<(BlockId, [Bytes; 3])> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/fixtures/archive_1.bin"
+        );
+        let reader = ArchiveReader::new_compressed(std::fs::File::open(path).unwrap()).unwrap();
+        let mut order = Vec::new();
+        let mut parts: HashMap<BlockId, [Bytes; 3]> = HashMap::new();
+        for entry in reader {
+            let entry = entry.unwrap();
+            let slot = parts.entry(entry.block_id).or_insert_with(|| {
+                order.push(entry.block_id);
+                Default::default()
+            });
+            let at = match entry.ty {
+                ArchiveEntryType::Block => 0,
+                ArchiveEntryType::Proof => 1,
+                ArchiveEntryType::QueueDiff => 2,
+            };
+            slot[at] = Bytes::from(entry.data);
+        }
+        order
+            .into_iter()
+            .map(|id| {
+                let p = parts.remove(&id).unwrap();
+                (id, p)
+            })
+            .collect()
+    }
+
+    fn check(id: &BlockId, [data, proof, diff]: &[Bytes; 3]) -> Result<CheckedBlock, BlockError> {
+        CheckedBlock::check(id, data.clone(), proof.clone(), diff.clone())
+    }
+
+    #[test]
+    fn every_block_of_the_fixture_chain_checks() {
+        let parts = fixture_parts();
+        assert_eq!(parts.len(), 107);
+        let mut shard_blocks = 0;
+        for (id, p) in &parts {
+            let block = check(id, p).unwrap();
+            assert_eq!(block.id(), id);
+            assert_eq!(block.prev_ids().len(), 1);
+            assert_eq!(block.prev_ids()[0].seqno, id.seqno - 1);
+            assert_eq!(block.queue_diff_hash(), &queue_diff_hash(&p[2]));
+            assert_eq!(block.queue_diff().seqno, id.seqno);
+            assert_eq!(block.proof().id(), id);
+            if id.is_masterchain() {
+                assert_eq!(block.top_shard_blocks().len(), 1, "{id}");
+                assert_eq!(
+                    block.parsed().top_shard_blocks().unwrap(),
+                    vec![block.top_shard_blocks()[0].id]
+                );
+            } else {
+                shard_blocks += 1;
+                assert!(block.top_shard_blocks().is_empty());
+            }
+        }
+        assert_eq!(shard_blocks, 7);
+    }
+
+    #[test]
+    fn a_part_that_does_not_belong_is_named() {
+        let parts = fixture_parts();
+        let (id, good) = &parts[1];
+        let (other_id, other) = &parts[2];
+        assert!(id.is_masterchain() && other_id.is_masterchain());
+
+        let mut data = good[0].to_vec();
+        let at = data.len() - 10;
+        data[at] ^= 1;
+        let err = check(id, &[Bytes::from(data), good[1].clone(), good[2].clone()]).unwrap_err();
+        assert!(matches!(err, BlockError::FileHash { .. }), "{err}");
+        assert!(err.to_string().contains(&id.to_string()), "{err}");
+
+        let err = check(id, &[good[0].clone(), other[1].clone(), good[2].clone()]).unwrap_err();
+        assert!(matches!(err, BlockError::Proof(_)), "{err}");
+
+        let err = check(id, &[good[0].clone(), good[1].clone(), other[2].clone()]).unwrap_err();
+        assert!(matches!(err, BlockError::QueueDiff { .. }), "{err}");
+
+        // A diff of this block whose bytes differ (prev_hash flipped): it parses but is not the block's.
+        let mut diff = good[2].to_vec();
+        diff[4] ^= 1;
+        let err = check(id, &[good[0].clone(), good[1].clone(), Bytes::from(diff)]).unwrap_err();
+        assert!(matches!(err, BlockError::QueueDiffHash { .. }), "{err}");
+        assert!(err.to_string().contains("queue diff hash"), "{err}");
+
+        // The data of another block under this id.
+        let err = check(id, &[other[0].clone(), good[1].clone(), good[2].clone()]).unwrap_err();
+        assert!(matches!(err, BlockError::FileHash { .. }), "{err}");
+    }
+}
