@@ -39,10 +39,10 @@ pub struct NodeConfig {
     #[serde(default = "default_peer_info_ttl", with = "humantime_serde")]
     pub peer_info_ttl: Duration,
     /// tycho-network settings.
-    #[serde(default)]
+    #[serde(default, serialize_with = "exact_sizes::network")]
     pub network: NetworkConfig,
     /// DHT settings.
-    #[serde(default)]
+    #[serde(default, serialize_with = "exact_sizes::dht")]
     pub dht: DhtConfig,
     /// Overlay settings (a zero jitter is rejected).
     #[serde(default)]
@@ -62,6 +62,41 @@ pub struct NodeConfig {
     /// S3 for archives and persistent states (with `blockchain_rpc_service.s3_proxy`: the hybrid provider).
     #[serde(default)]
     pub s3_client: Option<S3ClientConfig>,
+}
+
+/// tycho-network serialises its byte sizes rounded (`8 MiB` → `"8.4 MB"`, which reads back as 8 400 000 B), so
+/// `node.json` would change the frame limit and the DHT capacity on every write. These write them exactly.
+mod exact_sizes {
+    use serde::ser::Error;
+    use serde::{Serialize, Serializer};
+    use tycho_network::{DhtConfig, NetworkConfig};
+
+    fn with_exact<S: Serializer>(
+        value: &impl Serialize,
+        field: &str,
+        size: &bytesize::ByteSize,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut json = serde_json::to_value(value).map_err(S::Error::custom)?;
+        if let Some(object) = json.as_object_mut() {
+            let text = regolith_storage::config::exact_byte_size::to_text(size);
+            object.insert(field.to_string(), serde_json::Value::String(text));
+        }
+        json.serialize(s)
+    }
+
+    pub fn network<S: Serializer>(config: &NetworkConfig, s: S) -> Result<S::Ok, S::Error> {
+        with_exact(config, "max_frame_size", &config.max_frame_size, s)
+    }
+
+    pub fn dht<S: Serializer>(config: &DhtConfig, s: S) -> Result<S::Ok, S::Error> {
+        with_exact(
+            config,
+            "max_storage_capacity",
+            &config.max_storage_capacity,
+            s,
+        )
+    }
 }
 
 /// The default QUIC listen address.

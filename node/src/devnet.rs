@@ -278,6 +278,16 @@ fn own_peer_info(data: &DataDir) -> Result<serde_json::Value> {
 
 /// `regolith_sync_last_applied_mc_seqno` from a node's metrics endpoint.
 fn height(metrics: SocketAddr) -> Option<u64> {
+    scrape_metrics(metrics)?
+        .lines()
+        .find(|l| l.starts_with("regolith_sync_last_applied_mc_seqno"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|v| v as u64)
+}
+
+/// The Prometheus text page of a node's metrics endpoint, `None` while it does not answer.
+pub(crate) fn scrape_metrics(metrics: SocketAddr) -> Option<String> {
     let mut stream = TcpStream::connect_timeout(&metrics, Duration::from_millis(500)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
     write!(
@@ -287,9 +297,5 @@ fn height(metrics: SocketAddr) -> Option<u64> {
     .ok()?;
     let mut text = String::new();
     stream.read_to_string(&mut text).ok()?;
-    text.lines()
-        .find(|l| l.starts_with("regolith_sync_last_applied_mc_seqno"))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse::<f64>().ok())
-        .map(|v| v as u64)
+    Some(text)
 }

@@ -84,6 +84,7 @@ pub struct S3ProxyConfig {
     /// Requests per second (≥ 1), process-wide.
     pub rate_limit: u32,
     /// Bytes per second; 0 = unlimited.
+    #[serde(with = "regolith_storage::config::exact_byte_size")]
     pub bandwidth_limit: ByteSize,
 }
 
@@ -106,7 +107,10 @@ pub struct S3ClientConfig {
     #[serde(default)]
     pub credentials: Option<S3Credentials>,
     /// Chunk size (1 KiB..4 GiB); the served value is capped by the frame limit (§4.5).
-    #[serde(default = "default_s3_chunk")]
+    #[serde(
+        default = "default_s3_chunk",
+        with = "regolith_storage::config::exact_byte_size"
+    )]
     pub chunk_size: ByteSize,
     /// Kept for compatibility.
     #[serde(default = "default_download_retries")]

@@ -246,8 +246,9 @@ impl Default for BlocksGcConfig {
 }
 
 /// Byte sizes as strings that round-trip exactly ("4 KiB", "256 MiB", "500 MB", "1234 B"); numbers are
-/// accepted too. (`bytesize`'s own `Display` rounds, e.g. 4 KiB → "4.1 KB".)
-mod exact_byte_size {
+/// accepted too. (`bytesize`'s own `Display` rounds, e.g. 4 KiB → "4.1 KB" and 8 MiB → "8.4 MB", which reads
+/// back as 8 400 000 bytes.) Use it as `#[serde(with = "regolith_storage::config::exact_byte_size")]`.
+pub mod exact_byte_size {
     use bytesize::ByteSize;
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -260,14 +261,20 @@ mod exact_byte_size {
         (1_000, "KB"),
     ];
 
-    pub fn serialize<S: Serializer>(size: &ByteSize, s: S) -> Result<S::Ok, S::Error> {
+    /// The exact text of a size: the largest unit that divides it, else bytes.
+    pub fn to_text(size: &ByteSize) -> String {
         let bytes = size.as_u64();
         for (unit, name) in UNITS {
             if bytes >= unit && bytes.is_multiple_of(unit) {
-                return s.serialize_str(&format!("{} {name}", bytes / unit));
+                return format!("{} {name}", bytes / unit);
             }
         }
-        s.serialize_str(&format!("{bytes} B"))
+        format!("{bytes} B")
+    }
+
+    /// Serialises as [`to_text`].
+    pub fn serialize<S: Serializer>(size: &ByteSize, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&to_text(size))
     }
 
     #[derive(Deserialize)]
@@ -277,6 +284,7 @@ mod exact_byte_size {
         Text(String),
     }
 
+    /// A number of bytes, or a size string (`"8 MiB"`, `"1.5 GB"`).
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ByteSize, D::Error> {
         match Repr::deserialize(d)? {
             Repr::Number(n) => Ok(ByteSize(n)),

@@ -2,12 +2,14 @@
 
 mod client;
 mod handles;
+mod hostile;
 mod queue;
 mod rpc;
 mod sync;
 
 pub use client::{client, ClientBenchArgs};
 pub use handles::{handles, HANDLES_DEFAULT_COUNT};
+pub use hostile::{hostile_body, HostileKind, HostileSettings, PhaseReport};
 pub use queue::queue;
 pub use rpc::{rpc, RpcBenchArgs};
 pub use sync::{sync, SyncBenchArgs};

@@ -27,9 +27,25 @@ pub struct RpcBenchArgs {
     /// Requests in flight per client.
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
-    /// Seconds per method.
+    /// Seconds per method (with `--hostile`: per phase).
     #[arg(long, default_value_t = 5)]
     pub seconds: u64,
+    /// Hostile load instead: a `regolith run` child serves the fixture chain to one honest client while
+    /// `--hostile-clients` flood it, with rate limits off and on.
+    #[arg(long)]
+    pub hostile: bool,
+    /// Hostile clients (`--hostile`), each from its own loopback IP.
+    #[arg(long, default_value_t = 4)]
+    pub hostile_clients: usize,
+    /// Queries in flight per hostile client (`--hostile`).
+    #[arg(long, default_value_t = 32)]
+    pub hostile_concurrency: usize,
+    /// getBlockFull queries per second of the honest client (`--hostile`; the default heavy limit is 10/s).
+    #[arg(long, default_value_t = 8)]
+    pub honest_rps: u32,
+    /// Print JSON (`--hostile`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Builds the i-th request body of a method.
@@ -45,6 +61,17 @@ fn cpu_time() -> Duration {
 
 /// Runs the benchmark and prints one line per method.
 pub async fn rpc(args: RpcBenchArgs) -> Result<()> {
+    if args.hostile {
+        return super::hostile::hostile(super::hostile::HostileSettings {
+            fixtures: args.fixtures,
+            clients: args.hostile_clients,
+            concurrency: args.hostile_concurrency,
+            seconds: args.seconds,
+            honest_rps: args.honest_rps,
+            json: args.json,
+        })
+        .await;
+    }
     let dir = tempfile_dir()?;
     let listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     let (data, config, storage) =
