@@ -144,9 +144,15 @@ pub fn archives(storage: &Storage) -> Result<Value> {
                 json!({"id": id, "state": "committed", "size": archives.get_archive_size(id)?}),
             );
         } else {
+            // Distinct blocks: a block moved in again after a crash is listed twice and written once
+            // (storage.md §8.4).
             let blocks = archives
                 .pending_block_ids(id)
-                .map(|ids| ids.len())
+                .map(|ids| {
+                    ids.into_iter()
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .len()
+                })
                 .unwrap_or(0);
             out.push(json!({"id": id, "state": "open", "blocks": blocks}));
         }
