@@ -735,8 +735,8 @@ fn metric(port: u16, name: &str) -> Option<f64> {
         .and_then(|v| v.parse::<f64>().ok())
 }
 
-/// At least 20 SIGKILLs while a node syncs: half of them at a random instant after the start (during
-/// discovery, a download or an import), half right after the height moved. The node resumes each time;
+/// At least 20 SIGKILLs while a node syncs: half of them at a random instant within 100 ms of the node being
+/// up (during discovery, a download or an import), half right after the height moved. The node resumes each time;
 /// the serving node counts every block it served, so the test bounds what was downloaded twice (at most
 /// the group in flight at each kill); and the node ends with the chain, archives and queue of the node
 /// that imported the archive.
@@ -815,7 +815,13 @@ fn sigkill_during_sync_resumes_to_the_same_chain() {
             .spawn()
             .unwrap();
         if kills % 2 == 0 {
-            std::thread::sleep(Duration::from_millis(rng.gen_range(300..2500)));
+            // At a random instant soon after the node is up: discovery, a download or an import.
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while metrics_height(metrics_b).is_none() {
+                assert!(std::time::Instant::now() < deadline, "node b did not start");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            std::thread::sleep(Duration::from_millis(rng.gen_range(0..100)));
         } else {
             // Right after the height moved (read from the node's own metrics).
             let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -826,7 +832,7 @@ fn sigkill_during_sync_resumes_to_the_same_chain() {
                 );
                 std::thread::sleep(Duration::from_millis(10));
             }
-            std::thread::sleep(Duration::from_millis(rng.gen_range(0..40)));
+            std::thread::sleep(Duration::from_millis(rng.gen_range(0..20)));
         }
         let _ = child.kill();
         child.wait().unwrap();
