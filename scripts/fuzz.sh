@@ -65,13 +65,14 @@ for t in "${targets[@]}"; do
     mkdir -p "corpus/$t" "artifacts/$t"
     log="logs/$t.log"
     echo "== $t: up to $seconds s$( [ "$runs" != -1 ] && echo " or $runs executions") (log: fuzz/$log)"
-    started=$(date +%s.%N)
+    started=$(date +%s%N)
     set +e
     cargo +nightly fuzz run "$t" "corpus/$t" -- \
         -max_total_time="$seconds" -runs="$runs" -print_final_stats=1 >"$log" 2>&1
     status=$?
     set -e
-    wall=$(echo "$(date +%s.%N) - $started" | bc)
+    wall_ms=$(( ($(date +%s%N) - started) / 1000000 ))
+    wall="$((wall_ms / 1000)).$(( (wall_ms % 1000) / 100 ))"
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     final=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
     cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$final")

@@ -165,3 +165,32 @@ where
     );
     Some(value)
 }
+
+/// Whether two JSON texts hold the same value, floats compared to 1e-12 relative: serde_json (without its
+/// `float_roundtrip` feature, as the node builds it) may read a printed f64 back one ulp away, so float fields
+/// do not round-trip bit for bit; everything else must.
+pub fn same_json(a: &str, b: &str) -> bool {
+    fn same(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+        use serde_json::Value;
+        match (a, b) {
+            (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
+                let (x, y) = (
+                    x.as_f64().unwrap_or(f64::NAN),
+                    y.as_f64().unwrap_or(f64::NAN),
+                );
+                x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs())
+            }
+            (Value::Array(x), Value::Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y))
+            }
+            (Value::Object(x), Value::Object(y)) => {
+                x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+            }
+            _ => a == b,
+        }
+    }
+    match (serde_json::from_str(a), serde_json::from_str(b)) {
+        (Ok(a), Ok(b)) => same(&a, &b),
+        _ => false,
+    }
+}
