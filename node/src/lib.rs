@@ -10,6 +10,7 @@ pub mod crash;
 pub mod devnet;
 pub mod fixture;
 pub mod genesis;
+pub mod group_commit;
 pub mod import;
 pub mod init;
 pub mod inspect;
