@@ -62,6 +62,8 @@ pub trait Engine: sealed::Sealed + rocksdb::DBAccess + Send + Sync + Sized + 'st
     #[doc(hidden)]
     fn flush(&self, cf: &ColumnFamily) -> std::result::Result<(), rocksdb::Error>;
     #[doc(hidden)]
+    fn sync_wal(&self) -> std::result::Result<(), rocksdb::Error>;
+    #[doc(hidden)]
     fn raw_iter<'a>(
         &'a self,
         cf: &ColumnFamily,
@@ -109,6 +111,9 @@ macro_rules! engine_common {
         }
         fn flush(&self, cf: &ColumnFamily) -> std::result::Result<(), rocksdb::Error> {
             self.flush_cf(cf)
+        }
+        fn sync_wal(&self) -> std::result::Result<(), rocksdb::Error> {
+            self.flush_wal(true)
         }
         fn raw_iter<'a>(
             &'a self,
@@ -337,6 +342,15 @@ impl<S: Schema, E: Engine> Db<S, E> {
         self.db
             .flush(self.cf::<T>())
             .map_err(KvError::db(format!("flushing {}", T::NAME)))
+    }
+
+    /// Syncs the write-ahead log: every write of this database so far is durable when this returns. Writers
+    /// on other threads are not held up while it runs.
+    pub fn sync_wal(&self) -> Result<()> {
+        self.db.sync_wal().map_err(KvError::db(format!(
+            "syncing the log of {}",
+            self.path.display()
+        )))
     }
 
     /// Flushes the memtables of every table.

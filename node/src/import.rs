@@ -16,6 +16,7 @@ use regolith_formats::{BlockId, CheckedBlock};
 use regolith_queue::DiffZone;
 use regolith_storage::{BlockHandle, Direction, Storage};
 
+use crate::group_commit::{GroupCommitter, Stopped};
 use crate::progress::Progress;
 use crate::proofs::ProofVerifier;
 use crate::queue_sync::{self, NodeQueue};
@@ -258,6 +259,7 @@ pub async fn import_archive_with(
     let mut bytes_done = 0u64;
     // The first diff of each shard in this pass is applied without the continuity check (queue.md §5.1).
     let mut queue_started: HashSet<regolith_formats::ShardIdent> = HashSet::new();
+    let committer = GroupCommitter::start(storage, queue)?;
     let result: Result<()> = async {
         for (id, ref_mc, mc_is_key) in plan {
             if ref_mc <= last_mc.seqno {
@@ -341,14 +343,14 @@ pub async fn import_archive_with(
                 crate::crash::point("shard-diff-applied");
             }
             if id.is_masterchain() {
-                // The block is applied first, then the queue commits on it: a crash in between is repaired at
-                // the next start (queue.md §5.4), never the other way round.
+                // The last write of the group. The group commit makes the group durable and then commits the
+                // queue on it, while the next group is written: a crash in between is repaired at the next
+                // start (queue.md §5.4), never the other way round.
                 storage.node_state().store_last_mc_block_id(&id)?;
                 report.last_mc_seqno = id.seqno;
                 expected_prev_mc = id;
                 crate::crash::point("mc-block-applied");
-                queue_sync::commit_checked_mc_block(queue, &c)
-                    .with_context(|| at("committing the queue"))?;
+                committer.submit(&c)?;
             }
             report.blocks_imported += 1;
             bytes_done += data_len;
@@ -357,10 +359,24 @@ pub async fn import_archive_with(
         Ok(())
     }
     .await;
-    if result.is_err() {
+    // Everything applied is durable and committed before the import returns, also after an error.
+    let committed = tokio::task::spawn_blocking(move || committer.finish())
+        .await
+        .map_err(|e| anyhow!("the group commit ended: {e}"))
+        .and_then(|r| r);
+    if result.is_err() || committed.is_err() {
         progress.finish();
     }
-    result?;
+    match (result, committed) {
+        (Ok(()), Ok(())) => {}
+        (Err(e), Ok(())) => return Err(e),
+        (Ok(()), Err(c)) => return Err(c),
+        (Err(e), Err(c)) if e.is::<Stopped>() => return Err(c),
+        (Err(e), Err(c)) => {
+            tracing::error!(error = format!("{c:#}"), "the group commit failed too");
+            return Err(e);
+        }
+    }
     progress.finish();
 
     if let Some(e) = failures.into_values().next() {

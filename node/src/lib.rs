@@ -11,6 +11,7 @@ pub mod devnet;
 pub mod fixture;
 pub mod gc;
 pub mod genesis;
+pub mod group_commit;
 pub mod import;
 pub mod init;
 pub mod inspect;

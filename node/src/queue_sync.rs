@@ -17,7 +17,7 @@ use regolith_storage::{Direction, ParsedBlock, Storage};
 pub type NodeQueue = Arc<Queue<EnqueuedMessage>>;
 
 /// Partitions a commit covers: the main and the low-priority partition (queue.md §5.2).
-const PARTITIONS: [u16; 2] = [0, 1];
+pub(crate) const PARTITIONS: [u16; 2] = [0, 1];
 
 /// Opens `<data>/int_queue` and runs the start procedure (queue.md §5.4). `with_gc` then starts the GC task
 /// (a running node); tools that must leave the committed data exactly as a clean import left it (import) run
@@ -105,7 +105,8 @@ pub fn top_blocks(mc: &ParsedBlock) -> Result<Vec<TopBlock>> {
     Ok(commit_entries(&mc.id, &shards))
 }
 
-fn commit_entries(mc: &BlockId, shards: &[TopShardBlock]) -> Vec<TopBlock> {
+/// The commit entries of an mc block from its shard description.
+pub(crate) fn commit_entries(mc: &BlockId, shards: &[TopShardBlock]) -> Vec<TopBlock> {
     let mut out = Vec::with_capacity(shards.len() + 1);
     out.push(TopBlock {
         block_id: *mc,
@@ -118,14 +119,6 @@ fn commit_entries(mc: &BlockId, shards: &[TopShardBlock]) -> Vec<TopBlock> {
         updated: top.updated,
     }));
     out
-}
-
-/// Commits the queue on an applied, checked mc block (its shard description was read when it was checked).
-pub fn commit_checked_mc_block(queue: &NodeQueue, mc: &CheckedBlock) -> Result<()> {
-    let top = commit_entries(mc.id(), mc.top_shard_blocks());
-    queue
-        .commit(&top, &PARTITIONS)
-        .with_context(|| format!("committing the queue on mc block {}", mc.id()))
 }
 
 /// Commits the queue on an applied mc block.

@@ -51,6 +51,11 @@ pub(crate) fn clear_uncommitted(
         "cleared the uncommitted queue zone"
     );
     metrics::counter!("regolith_queue_clears_total").increment(1);
-    storage.compact_in_background(outcome.compactions);
+    // Every message and statistics row above a pointer belongs to a diff whose tail entry is above it too, so
+    // a clear that found no tail entry deleted nothing and has nothing to compact. (A compaction would flush
+    // the memtables first: at every node start, several synced table files for nothing.)
+    if outcome.tail_entries > 0 {
+        storage.compact_in_background(outcome.compactions);
+    }
     Ok(())
 }

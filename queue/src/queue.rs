@@ -61,8 +61,15 @@ pub trait MessageQueue<V: MessageValue>: Send + Sync {
         statistics: &DiffStatistics,
         check_sequence: Option<DiffZone>,
     ) -> Result<bool>;
-    /// Commits an mc block and its top shard blocks (§5.2).
+    /// Commits an mc block and its top shard blocks (§5.2); durable when it returns.
     fn commit(&self, top_blocks: &[TopBlock], partitions: &[PartitionIdx]) -> Result<()>;
+    /// Commits several mc blocks in order, each as [`Self::commit`] does, with one log sync for all of them:
+    /// every one is durable when it returns. An error stops at its mc block; the commits before it stay.
+    fn commit_in_order(
+        &self,
+        mc_blocks: &[Vec<TopBlock>],
+        partitions: &[PartitionIdx],
+    ) -> Result<()>;
     /// Deletes the uncommitted zone of the listed shards and partitions (§5.3).
     fn clear_uncommitted(&self, partitions: &[PartitionIdx], shards: &[ShardIdent]) -> Result<()>;
     /// The record (shard, seqno) if it lies in `zone`.
@@ -260,6 +267,20 @@ impl<V: MessageValue> MessageQueue<V> for Queue<V> {
             &self.gc,
             self.zerostate_id.seqno,
             top_blocks,
+            partitions,
+        )
+    }
+
+    fn commit_in_order(
+        &self,
+        mc_blocks: &[Vec<TopBlock>],
+        partitions: &[PartitionIdx],
+    ) -> Result<()> {
+        crate::commit::commit_in_order(
+            &self.storage,
+            &self.gc,
+            self.zerostate_id.seqno,
+            mc_blocks,
             partitions,
         )
     }

@@ -522,3 +522,53 @@ fn commit_batch_failure_is_not_observable() {
     assert!(env.q().commit_pointers().unwrap().is_empty());
     assert_eq!(env.q().last_committed_mc_block().unwrap(), None);
 }
+
+/// Several mc blocks committed in order with one log sync: the same database as one commit after another, and
+/// an error stops at its mc block, keeping the commits before it.
+#[test]
+fn commits_in_order_equal_one_commit_after_another() {
+    let fill = |q: &Q| {
+        apply(q, MC, 1, msgs([1], &m1(), &m2()), None).unwrap();
+        apply(q, SH, 1, msgs([2], &b1(), &b2()), None).unwrap();
+        apply(q, MC, 2, msgs([3], &m1(), &m2()), None).unwrap();
+        apply(q, MC, 3, msgs([4], &m1(), &m2()), None).unwrap();
+    };
+    let mc1 = vec![top(mc_block(1), true, 1), top(block(SH, 1), true, 1)];
+    let mc2 = vec![top(mc_block(2), true, 2)];
+    let mc3 = vec![top(mc_block(3), true, 3)];
+
+    let one_by_one = Env::new();
+    fill(one_by_one.q());
+    for entries in [&mc1, &mc2, &mc3] {
+        one_by_one.q().commit(entries, &[0, 1]).unwrap();
+    }
+    let mut in_order = Env::new();
+    fill(in_order.q());
+    in_order
+        .q()
+        .commit_in_order(&[mc1.clone(), mc2.clone(), mc3.clone()], &[0, 1])
+        .unwrap();
+    assert_eq!(in_order.dump(), one_by_one.dump());
+    assert_eq!(
+        in_order.q().gc_delete_until(),
+        one_by_one.q().gc_delete_until()
+    );
+    in_order.reopen();
+    assert_eq!(
+        in_order.dump(),
+        one_by_one.dump(),
+        "durable across a reopen"
+    );
+
+    // The second of three has no mc block: the first stays committed, the third is not committed.
+    let stopped = Env::new();
+    let q = stopped.q();
+    fill(q);
+    let err = q.commit_in_order(&[mc1, vec![top(block(SH, 1), true, 2)], mc3], &[0, 1]);
+    assert!(
+        matches!(err, Err(QueueError::NoMasterchainBlock)),
+        "{err:?}"
+    );
+    assert_eq!(q.last_committed_mc_block().unwrap(), Some(mc_block(1)));
+    assert!(q.diff_info(MC, 3, DiffZone::Uncommitted).unwrap().is_some());
+}

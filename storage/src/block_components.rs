@@ -75,6 +75,23 @@ fn component_name(ty: ArchiveEntryType) -> &'static str {
     }
 }
 
+/// Compresses a component into its stored frame (content size set). Each thread keeps one compression
+/// context per level: creating one costs more than compressing a typical block.
+fn compress(raw: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
+    thread_local! {
+        static COMPRESSOR: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    COMPRESSOR.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if slot.as_ref().is_none_or(|(l, _)| *l != level) {
+            *slot = Some((level, zstd::bulk::Compressor::new(level)?));
+        }
+        let (_, compressor) = slot.as_mut().expect("set above");
+        compressor.compress(raw)
+    })
+}
+
 /// Decompresses a stored component frame.
 pub(crate) fn decompress(id: &BlockId, ty: ArchiveEntryType, frame: &[u8]) -> Result<Vec<u8>> {
     zstd::stream::decode_all(frame).map_err(|e| {
@@ -288,7 +305,7 @@ impl BlockComponentStorage {
             parts
                 .into_iter()
                 .map(|(ty, raw)| {
-                    zstd::bulk::compress(&raw, level)
+                    compress(&raw, level)
                         .map(|frame| (ty, RawBytes(frame)))
                         .map_err(StorageError::io(format!(
                             "compressing {} of {id}",
@@ -319,7 +336,7 @@ impl BlockComponentStorage {
         let mut updated = false;
         if !has_component(&handle, ty) {
             let level = self.zstd_level;
-            let frame = blocking(move || zstd::bulk::compress(&raw, level))
+            let frame = blocking(move || compress(&raw, level))
                 .await
                 .map_err(StorageError::io(format!(
                     "compressing {} of {id}",
@@ -408,7 +425,7 @@ impl BlockComponentStorage {
         ty: ArchiveEntryType,
         raw: &[u8],
     ) -> Result<()> {
-        let frame = zstd::bulk::compress(raw, self.zstd_level)
+        let frame = compress(raw, self.zstd_level)
             .map_err(StorageError::io("compressing a test component"))?;
         self.write_component(handle, ty, RawBytes(frame))?;
         handle.meta().add_flags(flag_of(ty));

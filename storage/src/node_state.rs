@@ -48,7 +48,8 @@ impl NodeStateStorage {
         self.get_id(LAST_MC_BLOCK)
     }
 
-    /// Records the last applied mc block.
+    /// Records the last applied mc block: the last write of an applied block group. Like the group's other
+    /// writes it is not synced; [`crate::Storage::sync_wal`] makes it, and everything before it, durable.
     pub fn store_last_mc_block_id(&self, id: &BlockId) -> Result<()> {
         self.set_id(LAST_MC_BLOCK, id)
     }

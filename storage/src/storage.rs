@@ -150,6 +150,13 @@ impl Storage {
         &self.0.node_state
     }
 
+    /// Makes every write to the core database so far durable (one sync of its write-ahead log, which is a
+    /// single sequence: a crash, even a power loss, keeps a prefix of the writes). The apply path calls it
+    /// once per group of applied blocks (see the node's group commit); single writes are not synced.
+    pub fn sync_wal(&self) -> Result<()> {
+        Ok(self.0.db.sync_wal()?)
+    }
+
     /// The raw database (tools and tests).
     #[doc(hidden)]
     pub fn db(&self) -> &CoreDb {
