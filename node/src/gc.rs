@@ -87,22 +87,14 @@ pub async fn safe_distance_target(
     Ok(last.seqno.checked_sub(distance).filter(|t| *t > 0))
 }
 
-/// `out_msg_queue_updates.tail_len` of a stored mc block.
+/// `out_msg_queue_updates.tail_len` of a stored mc block (0 for the zerostate, which has no block).
 async fn last_mc_tail_len(
     storage: &Storage,
     id: &regolith_formats::BlockId,
 ) -> anyhow::Result<u32> {
-    use anyhow::Context;
-    let handle = storage
-        .handles()
-        .load_handle(id)?
-        .with_context(|| format!("the last applied mc block {id} has no handle"))?;
-    let block = storage
-        .components()
-        .load_block_data(&handle)
-        .await
-        .with_context(|| format!("loading the last applied mc block {id}"))?;
-    Ok(block.block.out_msg_queue_updates.tail_len)
+    Ok(crate::queue_sync::load_block(storage, id)
+        .await?
+        .map_or(0, |block| block.block.out_msg_queue_updates.tail_len))
 }
 
 /// The block GC target of a key-block mode on a new key block `key` (storage.md §9.3): the key block

@@ -258,7 +258,10 @@ async fn prepare_for_start(storage: &Storage, queue: &NodeQueue) -> Result<Start
 }
 
 /// The parsed data of a stored block; `None` for the zerostate (seqno 0 has no block data).
-async fn load_block(storage: &Storage, id: &BlockId) -> Result<Option<Arc<ParsedBlock>>> {
+pub(crate) async fn load_block(
+    storage: &Storage,
+    id: &BlockId,
+) -> Result<Option<Arc<ParsedBlock>>> {
     if id.seqno == 0 {
         return Ok(None);
     }
