@@ -215,8 +215,9 @@ impl<S: Schema, E: Engine> Db<S, E> {
             })
             .collect();
         let what = if read_only { " read-only" } else { "" };
-        let db = E::open_engine(&db_options, path, cfs, read_only)
-            .map_err(KvError::db(format!("opening {}{what}", path.display())))?;
+        let db = E::open_engine(&db_options, path, cfs, read_only).map_err(KvError::db(
+            format_args!("opening {}{what}", path.display()),
+        ))?;
         let mut write_options = WriteOptions::default();
         write_options.set_sync(sync);
         Ok(Self {
@@ -253,7 +254,7 @@ impl<S: Schema, E: Engine> Db<S, E> {
         let raw = self
             .db
             .get_pinned(self.cf::<T>(), encoded.as_ref())
-            .map_err(KvError::db(format!("reading {}", T::NAME)))?;
+            .map_err(KvError::db(format_args!("reading {}", T::NAME)))?;
         raw.map(|value| decode_value::<T>(encoded.as_ref(), &value))
             .transpose()
     }
@@ -266,7 +267,7 @@ impl<S: Schema, E: Engine> Db<S, E> {
         let raw = self
             .db
             .get_pinned(self.cf::<T>(), key.encode().as_ref())
-            .map_err(KvError::db(format!("reading {}", T::NAME)))?;
+            .map_err(KvError::db(format_args!("reading {}", T::NAME)))?;
         Ok(raw.map(Pinned))
     }
 
@@ -275,7 +276,7 @@ impl<S: Schema, E: Engine> Db<S, E> {
         Ok(self
             .db
             .get_pinned(self.cf::<T>(), key.encode().as_ref())
-            .map_err(KvError::db(format!("reading {}", T::NAME)))?
+            .map_err(KvError::db(format_args!("reading {}", T::NAME)))?
             .is_some())
     }
 
@@ -288,7 +289,7 @@ impl<S: Schema, E: Engine> Db<S, E> {
                 value.encode().as_ref(),
                 &self.write_options,
             )
-            .map_err(KvError::db(format!("writing {}", T::NAME)))
+            .map_err(KvError::db(format_args!("writing {}", T::NAME)))
     }
 
     /// A single merge outside a batch.
@@ -300,14 +301,14 @@ impl<S: Schema, E: Engine> Db<S, E> {
                 value.encode().as_ref(),
                 &self.write_options,
             )
-            .map_err(KvError::db(format!("merging into {}", T::NAME)))
+            .map_err(KvError::db(format_args!("merging into {}", T::NAME)))
     }
 
     /// A single delete outside a batch.
     pub fn delete<T: Table<Schema = S>>(&self, key: &T::Key) -> Result<()> {
         self.db
             .delete(self.cf::<T>(), key.encode().as_ref(), &self.write_options)
-            .map_err(KvError::db(format!("deleting from {}", T::NAME)))
+            .map_err(KvError::db(format_args!("deleting from {}", T::NAME)))
     }
 
     /// Typed rows of a table in `range`, ascending.
@@ -341,13 +342,13 @@ impl<S: Schema, E: Engine> Db<S, E> {
     pub fn flush<T: Table<Schema = S>>(&self) -> Result<()> {
         self.db
             .flush(self.cf::<T>())
-            .map_err(KvError::db(format!("flushing {}", T::NAME)))
+            .map_err(KvError::db(format_args!("flushing {}", T::NAME)))
     }
 
     /// Syncs the write-ahead log: every write of this database so far is durable when this returns. Writers
     /// on other threads are not held up while it runs.
     pub fn sync_wal(&self) -> Result<()> {
-        self.db.sync_wal().map_err(KvError::db(format!(
+        self.db.sync_wal().map_err(KvError::db(format_args!(
             "syncing the log of {}",
             self.path.display()
         )))
@@ -358,7 +359,7 @@ impl<S: Schema, E: Engine> Db<S, E> {
         for table in S::TABLES {
             self.db
                 .flush(self.cf_by_name(table.name))
-                .map_err(KvError::db(format!("flushing {}", table.name)))?;
+                .map_err(KvError::db(format_args!("flushing {}", table.name)))?;
         }
         Ok(())
     }
@@ -369,7 +370,7 @@ impl<S: Schema, E: Engine> Db<S, E> {
         for table in S::TABLES {
             let mut it = self
                 .db
-                .raw_iter(self.cf_by_name(table.name), rocksdb::ReadOptions::default());
+                .raw_iter(self.cf_by_name(table.name), KeyRange::all().read_options());
             it.seek_to_first();
             while let (Some(key), Some(value)) = (it.key(), it.value()) {
                 rows.push(RawRow {
@@ -380,7 +381,7 @@ impl<S: Schema, E: Engine> Db<S, E> {
                 it.next();
             }
             it.status()
-                .map_err(KvError::db(format!("dumping {}", table.name)))?;
+                .map_err(KvError::db(format_args!("dumping {}", table.name)))?;
         }
         Ok(rows)
     }
@@ -395,7 +396,7 @@ impl<S: Schema, E: Engine> Db<S, E> {
                 value,
                 &self.write_options,
             )
-            .map_err(KvError::db(format!("writing {}", T::NAME)))
+            .map_err(KvError::db(format_args!("writing {}", T::NAME)))
     }
 
     /// Merges arbitrary operand bytes under a typed key, to exercise a merge operator on bad input in tests.
@@ -408,7 +409,7 @@ impl<S: Schema, E: Engine> Db<S, E> {
                 value,
                 &self.write_options,
             )
-            .map_err(KvError::db(format!("merging into {}", T::NAME)))
+            .map_err(KvError::db(format_args!("merging into {}", T::NAME)))
     }
 
     /// The stored value bytes under a typed key, undecoded, for byte-level checks in tests.
@@ -417,7 +418,7 @@ impl<S: Schema, E: Engine> Db<S, E> {
         Ok(self
             .db
             .get_pinned(self.cf::<T>(), key.encode().as_ref())
-            .map_err(KvError::db(format!("reading {}", T::NAME)))?
+            .map_err(KvError::db(format_args!("reading {}", T::NAME)))?
             .map(|value| value.to_vec()))
     }
 }
@@ -465,10 +466,13 @@ impl<S: Schema> Db<S, DB> {
     }
 
     /// Commits a batch atomically.
-    pub fn write(&self, batch: Batch<S>, context: &str) -> Result<()> {
+    ///
+    /// `context` names the change in the error; it is only formatted when the write fails, so callers pass
+    /// `format_args!` rather than an allocated string.
+    pub fn write(&self, batch: Batch<S>, context: impl std::fmt::Display) -> Result<()> {
         self.db
             .write_opt(batch.inner, &self.write_options)
-            .map_err(KvError::db(context.to_string()))
+            .map_err(KvError::db(context))
     }
 
     /// Compacts the keys of a table in `range` (an unset bound is open).

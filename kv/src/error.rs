@@ -28,9 +28,13 @@ pub enum KvError {
 }
 
 impl KvError {
-    pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(rocksdb::Error) -> Self {
-        let context = context.into();
-        move |source| Self::Db { context, source }
+    /// The error mapper of a RocksDB call; `context` is formatted only when the call failed, so the
+    /// success path of a point read or write allocates nothing for it.
+    pub(crate) fn db(context: impl std::fmt::Display) -> impl FnOnce(rocksdb::Error) -> Self {
+        move |source| Self::Db {
+            context: context.to_string(),
+            source,
+        }
     }
 
     pub(crate) fn corruption(table: &'static str, key: &[u8], reason: impl ToString) -> Self {

@@ -93,6 +93,9 @@ impl KeyRange {
 
     pub(crate) fn read_options(&self) -> ReadOptions {
         let mut options = ReadOptions::default();
+        // Iteration is always in full key order, also over a table with a prefix extractor (a hashed
+        // memtable would otherwise yield only the seek key's prefix).
+        options.set_total_order_seek(true);
         if let Some(lower) = &self.lower {
             options.set_iterate_lower_bound(lower.clone());
         }
@@ -179,7 +182,7 @@ impl<'a, T: Table, E: Engine> Iter<'a, T, E> {
                 return self
                     .raw
                     .status()
-                    .map_err(KvError::db(format!("iterating {}", T::NAME)))
+                    .map_err(KvError::db(format_args!("iterating {}", T::NAME)))
                     .err()
                     .map(Err);
             }

@@ -72,7 +72,7 @@ impl<S: Schema, O: AsRef<Db<S>>> Snapshot<S, O> {
                 it.next();
             }
             it.status()
-                .map_err(KvError::db(format!("reading {}", table.name)))?;
+                .map_err(KvError::db(format_args!("reading {}", table.name)))?;
         }
         Ok(())
     }
@@ -80,6 +80,8 @@ impl<S: Schema, O: AsRef<Db<S>>> Snapshot<S, O> {
     fn read_options(&self) -> ReadOptions {
         let mut options = ReadOptions::default();
         options.set_snapshot(&self.snapshot);
+        // Dumps iterate in full key order, also over tables with a prefix extractor.
+        options.set_total_order_seek(true);
         options
     }
 
@@ -90,7 +92,7 @@ impl<S: Schema, O: AsRef<Db<S>>> Snapshot<S, O> {
             .kv()
             .db
             .get_pinned_cf_opt(self.kv().cf::<T>(), encoded.as_ref(), &self.read_options())
-            .map_err(KvError::db(format!("reading {}", T::NAME)))?;
+            .map_err(KvError::db(format_args!("reading {}", T::NAME)))?;
         raw.map(|value| decode_value::<T>(encoded.as_ref(), &value))
             .transpose()
     }
@@ -105,7 +107,7 @@ impl<S: Schema, O: AsRef<Db<S>>> Snapshot<S, O> {
                 key.encode().as_ref(),
                 &self.read_options(),
             )
-            .map_err(KvError::db(format!("reading {}", T::NAME)))?
+            .map_err(KvError::db(format_args!("reading {}", T::NAME)))?
             .is_some())
     }
 
@@ -184,7 +186,7 @@ impl<T: Table, O: AsRef<Db<T::Schema>>> Iterator for OwnedIter<T, O> {
                 return self
                     .iter
                     .status()
-                    .map_err(KvError::db(format!("iterating {}", T::NAME)))
+                    .map_err(KvError::db(format_args!("iterating {}", T::NAME)))
                     .err()
                     .map(Err);
             }

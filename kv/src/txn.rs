@@ -34,7 +34,10 @@ impl<S: Schema> Txn<'_, S> {
         let raw = self
             .inner
             .get_pinned_for_update_cf(self.db.cf::<T>(), encoded.as_ref(), true)
-            .map_err(KvError::db(format!("reading {} in a transaction", T::NAME)))?;
+            .map_err(KvError::db(format_args!(
+                "reading {} in a transaction",
+                T::NAME
+            )))?;
         raw.map(|value| decode_value::<T>(encoded.as_ref(), &value))
             .transpose()
     }
@@ -47,14 +50,14 @@ impl<S: Schema> Txn<'_, S> {
                 key.encode().as_ref(),
                 value.encode().as_ref(),
             )
-            .map_err(KvError::db(format!("writing {}", T::NAME)))
+            .map_err(KvError::db(format_args!("writing {}", T::NAME)))
     }
 
     /// Deletes a row.
     pub fn delete<T: Table<Schema = S>>(&self, key: &T::Key) -> Result<()> {
         self.inner
             .delete_cf(self.db.cf::<T>(), key.encode().as_ref())
-            .map_err(KvError::db(format!("deleting from {}", T::NAME)))
+            .map_err(KvError::db(format_args!("deleting from {}", T::NAME)))
     }
 
     /// The keys of a table in `range`, as this transaction sees them, for as long as `keep` accepts them.
@@ -79,7 +82,7 @@ impl<S: Schema> Txn<'_, S> {
             keys.push(key);
             it.next();
         }
-        it.status().map_err(KvError::db(format!(
+        it.status().map_err(KvError::db(format_args!(
             "scanning {} in a transaction",
             T::NAME
         )))?;
@@ -99,7 +102,7 @@ impl<S: Schema> Txn<'_, S> {
             {
                 Ok(false)
             }
-            Err(e) => Err(KvError::db(format!("committing {what}"))(e)),
+            Err(e) => Err(KvError::db(format_args!("committing {what}"))(e)),
         }
     }
 }

@@ -142,6 +142,9 @@ enum BenchCommand {
         /// Number of block ids (half mc, half wc 0).
         #[arg(long, default_value_t = bench::HANDLES_DEFAULT_COUNT)]
         count: usize,
+        /// Run only the cases whose name contains this text (e.g. `flushed`), for profiling one case.
+        #[arg(long)]
+        case: Option<String>,
     },
     /// Concurrent raw clients on loopback against an in-process node serving archive_1: getBlockFull,
     /// getBlockDataChunk and getArchiveChunk. Uses a temporary data directory, not --data.
@@ -376,8 +379,8 @@ async fn execute(cli: Cli) -> Result<()> {
             what: BenchCommand::Sync(args),
         } => bench::sync(args).await?,
         Command::Bench {
-            what: BenchCommand::Handles { json, count },
-        } => bench::handles(json, count)?,
+            what: BenchCommand::Handles { json, count, case },
+        } => bench::handles(json, count, case.as_deref())?,
     }
     Ok(())
 }

@@ -165,7 +165,10 @@ fn commit_unsynced(
         }
     }
     db.fail_points.commit_batch.check("commit batch")?;
-    db.write(batch, &format!("committing mc block {}", mc.block_id.seqno))?;
+    db.write(
+        batch,
+        format_args!("committing mc block {}", mc.block_id.seqno),
+    )?;
 
     // 5. GC bounds in memory: a plain overwrite per (partition, source), as in the batch. GC deletes only
     // after this batch in the log, so a crash can never keep a deletion and lose the commit that allowed it.

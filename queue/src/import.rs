@@ -270,7 +270,10 @@ pub(crate) fn import(
         );
     }
     db.fail_points.import_batch.check("import batch")?;
-    db.write(batch, &format!("importing the queue state of {block_id}"))?;
+    db.write(
+        batch,
+        format_args!("importing the queue state of {block_id}"),
+    )?;
     metrics::counter!("regolith_queue_imported_messages_total").increment(messages as u64);
     tracing::info!(block = %block_id, diffs = summary.diffs, messages, "queue state imported");
     Ok(summary)

@@ -413,7 +413,7 @@ impl BlockComponentStorage {
             .check("component batch")?;
         Ok(self.db.write(
             batch,
-            &format!("storing {} of {}", what.join(", "), handle.id()),
+            format_args!("storing {} of {}", what.join(", "), handle.id()),
         )?)
     }
 

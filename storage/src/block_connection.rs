@@ -72,7 +72,7 @@ impl BlockConnectionStorage {
             .batch_merge::<BlockHandles>(&mut batch, &StoredHash(handle.id().root_hash), &meta);
         self.db.write(
             batch,
-            &format!("storing {direction:?} connection of {}", handle.id()),
+            format_args!("storing {direction:?} connection of {}", handle.id()),
         )?;
         handle.meta().add_flags(flag);
         if direction == Direction::Next1 {

@@ -49,10 +49,12 @@ impl AsRef<Db<CoreTables>> for CoreDb {
 impl CoreDb {
     /// Opens (creating if missing) the database at `path`.
     pub fn open(path: &Path, config: &StorageConfig, read_only: bool) -> Result<Self> {
-        let options = DbOptions {
+        let mut options = DbOptions {
             read_only,
             ..DbOptions::default()
         };
+        // `block_handles` has a hashed memtable, which takes inserts from one writer at a time.
+        options.options.set_allow_concurrent_memtable_write(false);
         Ok(Self {
             db: Db::open(path, config, options)?,
             fail_points: FailPoints::default(),

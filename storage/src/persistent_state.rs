@@ -372,7 +372,7 @@ impl PersistentStateStorage {
         }
         self.db.write(
             batch,
-            &format!("recording the {:?} state of {}", record.kind, record.block),
+            format_args!("recording the {:?} state of {}", record.kind, record.block),
         )?;
         if let Some(handle) = flagged {
             handle.meta().add_flags(flag);

@@ -29,7 +29,7 @@ tables! {
     /// tuned.
     BlockHandles: "block_handles", StoredHash => MetaSnapshot, options = block_handles_options;
     /// Known blocks in key order: block key (48) → file hash (32).
-    BlockIds: "block_ids", StoredBlockKey => StoredHash;
+    BlockIds: "block_ids", StoredBlockKey => StoredHash, options = block_ids_options;
     /// Key-block index: mc seqno (u32 BE) → block id (80 LE). Never touched by GC.
     KeyBlocks: "key_blocks", SeqnoKey => StoredBlockId;
     /// Connections: block key (48) ‖ direction (1) → connected id (80 LE).
@@ -55,6 +55,30 @@ fn block_handles_options(opts: &mut Options, _: &StorageConfig) {
     block.set_whole_key_filtering(true);
     opts.set_block_based_table_factory(&block);
     opts.optimize_for_point_lookup(64);
+    // The table is only ever read by key, never iterated: a hashed memtable (buckets by the whole 32-byte
+    // key) makes a write O(1) instead of a skiplist insert at a random position.
+    opts.set_prefix_extractor(regolith_kv::rocksdb::SliceTransform::create_fixed_prefix(
+        32,
+    ));
+    opts.set_memtable_factory(regolith_kv::rocksdb::MemtableFactory::HashSkipList {
+        bucket_count: 1 << 20,
+        height: 4,
+        branching_factor: 4,
+    });
+}
+
+/// `block_ids`: read by key on every handle load (§5.2 needs the file hash) and iterated in key order:
+/// bloom filters and a hashed data-block index for the point reads, and a memtable filter so that
+/// creating a new handle answers its "is it known?" read without walking the memtable.
+fn block_ids_options(opts: &mut Options, _: &StorageConfig) {
+    let mut block = BlockBasedOptions::default();
+    block.set_bloom_filter(10.0, false);
+    block.set_whole_key_filtering(true);
+    block.set_data_block_index_type(regolith_kv::rocksdb::DataBlockIndexType::BinaryAndHash);
+    block.set_data_block_hash_ratio(0.75);
+    opts.set_block_based_table_factory(&block);
+    opts.set_memtable_prefix_bloom_ratio(0.02);
+    opts.set_memtable_whole_key_filtering(true);
 }
 
 /// `block_components`: BlobDB with the configured sizes and GC; the frames are compressed already.

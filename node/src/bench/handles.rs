@@ -67,14 +67,25 @@ struct Row {
 }
 
 /// `bench handles`: runs every case and prints a table or JSON rows `{case, metric, value, unit}`.
-pub fn handles(json: bool, count: usize) -> Result<()> {
+/// `only` keeps the cases whose name contains it.
+pub fn handles(json: bool, count: usize, only: Option<&str>) -> Result<()> {
     let count = count.max(2);
     if cfg!(debug_assertions) && !json {
         eprintln!("note: this is a debug build; figures are only meaningful with --release");
     }
     let workload = workload(count);
     let mut rows = Vec::with_capacity(CASES.len());
-    for case in CASES {
+    let selected: Vec<Case> = CASES
+        .into_iter()
+        .filter(|case| only.is_none_or(|text| case.name().contains(text)))
+        .collect();
+    anyhow::ensure!(
+        !selected.is_empty(),
+        "no case name contains `{}`; the cases are: {}",
+        only.unwrap_or_default(),
+        CASES.map(Case::name).join(", ")
+    );
+    for case in selected {
         let ops_per_second =
             run_case(case, &workload).with_context(|| format!("bench case `{}`", case.name()))?;
         rows.push(Row {

@@ -143,6 +143,6 @@ pub(crate) fn commit_archive(db: &CoreDb, dir: &Path, id: u32, zstd_level: i32) 
         &RawBytes::default(),
     );
     db.batch_delete::<ArchiveBlockIds>(&mut batch, &SeqnoKey(id));
-    db.write(batch, &format!("recording the commit of archive {id}"))?;
+    db.write(batch, format_args!("recording the commit of archive {id}"))?;
     Ok(decompressed)
 }

@@ -235,7 +235,7 @@ impl ArchiveStorage {
         }
         db.write(
             batch,
-            &format!("moving block {} into archive {}", handle.id(), a.target),
+            format_args!("moving block {} into archive {}", handle.id(), a.target),
         )?;
         *grouping = next;
         drop(grouping);

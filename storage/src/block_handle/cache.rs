@@ -8,7 +8,23 @@ use regolith_formats::{BlockId, ShardIdent};
 use super::handle::{BlockHandle, WeakBlockHandle};
 use crate::block_meta::{BlockFlags, BlockMeta, MetaSnapshot};
 
-pub(crate) type CacheMap = DashMap<BlockId, WeakBlockHandle>;
+/// The map of the cache. A cached `load_handle` is little more than this lookup, so the key hashes only
+/// what tells blocks apart, the root hash and the seqno (equality still compares the whole id), with aHash
+/// instead of SipHash. aHash is keyed per process: crafted ids cannot aim at one bucket.
+pub(crate) type CacheMap = DashMap<CacheKey, WeakBlockHandle, ahash::RandomState>;
+
+/// A block id as a key of the cache.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CacheKey(pub(crate) BlockId);
+
+impl std::hash::Hash for CacheKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let root = &self.0.root_hash.0;
+        let head = u64::from_le_bytes(root[..8].try_into().expect("8 of 32 bytes"));
+        let tail = u64::from_le_bytes(root[24..].try_into().expect("8 of 32 bytes"));
+        state.write_u64(head ^ tail.rotate_left(32) ^ u64::from(self.0.seqno));
+    }
+}
 
 /// Concurrent weak-ref cache of block handles.
 #[derive(Clone, Default)]
@@ -29,13 +45,13 @@ impl HandleCache {
 
     /// The live instance for `id`, if any.
     pub fn get(&self, id: &BlockId) -> Option<BlockHandle> {
-        self.map.get(id).and_then(|weak| weak.upgrade())
+        self.map.get(&CacheKey(*id)).and_then(|weak| weak.upgrade())
     }
 
     /// Whether the slot of `id` holds exactly `handle`.
     pub fn slot_is(&self, id: &BlockId, handle: &BlockHandle) -> bool {
         self.map
-            .get(id)
+            .get(&CacheKey(*id))
             .is_some_and(|weak| std::ptr::eq(weak.0.as_ptr(), Arc::as_ptr(&handle.0)))
     }
 
@@ -44,7 +60,7 @@ impl HandleCache {
         use dashmap::mapref::entry::Entry;
         // The fresh instance is only built inside the vacant/dead branches, so nothing strong is dropped while
         // the shard lock is held (Drop re-enters the map).
-        match self.map.entry(*id) {
+        match self.map.entry(CacheKey(*id)) {
             Entry::Occupied(mut slot) => {
                 if let Some(live) = slot.get().upgrade() {
                     return live;
@@ -73,14 +89,14 @@ impl HandleCache {
         let snapshot: Vec<(BlockId, WeakBlockHandle)> = self
             .map
             .iter()
-            .map(|e| (*e.key(), e.value().clone()))
+            .map(|e| (e.key().0, e.value().clone()))
             .collect();
         let mut removed = 0;
         for (id, weak) in snapshot {
             let Some(handle) = weak.upgrade() else {
                 if self
                     .map
-                    .remove_if(&id, |_, w| w.0.ptr_eq(&weak.0))
+                    .remove_if(&CacheKey(id), |_, w| w.0.ptr_eq(&weak.0))
                     .is_some()
                 {
                     removed += 1;
@@ -100,7 +116,7 @@ impl HandleCache {
             let ptr = Arc::as_ptr(&handle.0);
             let removed_slot = self
                 .map
-                .remove_if(&id, |_, w| std::ptr::eq(w.0.as_ptr(), ptr));
+                .remove_if(&CacheKey(id), |_, w| std::ptr::eq(w.0.as_ptr(), ptr));
             if removed_slot.is_some() {
                 removed += 1;
             }
@@ -120,7 +136,7 @@ impl HandleCache {
                 let ptr = Arc::as_ptr(&h.0);
                 let slot = self
                     .map
-                    .remove_if(id, |_, w| std::ptr::eq(w.0.as_ptr(), ptr));
+                    .remove_if(&CacheKey(*id), |_, w| std::ptr::eq(w.0.as_ptr(), ptr));
                 drop(slot);
             }
             drop(handle);

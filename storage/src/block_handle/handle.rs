@@ -5,7 +5,7 @@ use std::sync::{Arc, Weak};
 use regolith_formats::BlockId;
 use tokio::sync::RwLock;
 
-use super::cache::CacheMap;
+use super::cache::{CacheKey, CacheMap};
 use crate::block_meta::{BlockFlags, BlockMeta};
 
 pub(crate) struct HandleInner {
@@ -22,7 +22,7 @@ impl Drop for HandleInner {
         // Remove the slot only if it still refers to this instance or to a dead one: a slot refilled by a
         // newer instance is left alone.
         let this = self as *const HandleInner;
-        self.cache.remove_if(&self.id, |_, weak| {
+        self.cache.remove_if(&CacheKey(self.id), |_, weak| {
             std::ptr::eq(weak.0.as_ptr(), this) || weak.0.strong_count() == 0
         });
     }

@@ -112,10 +112,8 @@ impl BlockHandleStorage {
         if let Some(h) = self.cache.get(id) {
             return Ok((h, HandleStatus::Fetched));
         }
-        if let Some(stored) = self.read_rows(id)? {
-            return Ok((self.cache.fill(id, stored), HandleStatus::Fetched));
-        }
-
+        // The rows are read once, under the creation lock of the id's stripe: reading them before the lock
+        // as well would cost a new block a second read for nothing, and an uncontended lock is cheaper.
         let stripe = usize::from(id.root_hash.0[0]) % CREATION_LOCK_STRIPES;
         let _guard = self.creation_locks[stripe].lock();
         if let Some(h) = self.cache.get(id) {
@@ -152,7 +150,8 @@ impl BlockHandleStorage {
             self.db
                 .batch_put::<KeyBlocks>(&mut batch, &SeqnoKey(id.seqno), &StoredBlockId(*id));
         }
-        self.db.write(batch, &format!("creating handle of {id}"))?;
+        self.db
+            .write(batch, format_args!("creating handle of {id}"))?;
         Ok((handle, HandleStatus::Created))
     }
 
@@ -203,7 +202,7 @@ impl BlockHandleStorage {
             let mut batch = Batch::new();
             self.batch_store_handle(&mut batch, handle);
             self.db
-                .write(batch, &format!("storing handle of {}", handle.id()))?;
+                .write(batch, format_args!("storing handle of {}", handle.id()))?;
         } else {
             let meta = handle.meta().load();
             self.db
