@@ -1,6 +1,8 @@
 //! Block proof verification: masterchain proofs of archive_1 verified per second on one thread.
 //! Run with `cargo bench -p regolith-formats --bench proofs`.
 
+#![allow(missing_docs)] // `criterion_group!` defines an undocumented public function.
+
 use std::path::PathBuf;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -41,14 +43,14 @@ fn proofs(c: &mut Criterion) {
             for (id, raw) in &proofs {
                 checker.verify_raw(id, raw, &NoKeyBlocks).unwrap();
             }
-        })
+        });
     });
     g.bench_function("verify_parsed", |b| {
         b.iter(|| {
             for p in &parsed {
                 checker.verify(p, &NoKeyBlocks).unwrap();
             }
-        })
+        });
     });
     // A new checker per proof: the validator subset (and its keys) computed every time.
     g.bench_function("verify_parsed_uncached", |b| {
@@ -58,7 +60,7 @@ fn proofs(c: &mut Criterion) {
                     .verify(p, &NoKeyBlocks)
                     .unwrap();
             }
-        })
+        });
     });
     g.finish();
 }

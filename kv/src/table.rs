@@ -34,7 +34,7 @@ pub trait Table: 'static {
     fn options(options: &mut Options, config: &<Self::Schema as Schema>::Config);
 }
 
-/// Declares a schema and its tables.
+/// Declares a schema and its tables; the tables get the visibility written before `schema`.
 ///
 /// ```
 /// use regolith_kv::{tables, Empty, RawBytes};
@@ -45,7 +45,7 @@ pub trait Table: 'static {
 ///
 /// tables! {
 ///     /// The example database.
-///     schema Example(());
+///     pub schema Example(());
 ///     /// Raw rows by raw key.
 ///     Rows: "rows", RawBytes => RawBytes;
 ///     /// An index with tuned options.
@@ -55,12 +55,12 @@ pub trait Table: 'static {
 #[macro_export]
 macro_rules! tables {
     (
-        $(#[$schema_doc:meta])* schema $schema:ident($config:ty);
+        $(#[$schema_doc:meta])* $vis:vis schema $schema:ident($config:ty);
         $($(#[$doc:meta])* $name:ident: $cf:literal, $key:ty => $value:ty $(, options = $options:path)?;)*
     ) => {
         $(#[$schema_doc])*
         #[derive(Debug, Clone, Copy)]
-        pub struct $schema;
+        $vis struct $schema;
 
         impl $crate::Schema for $schema {
             type Config = $config;
@@ -75,7 +75,7 @@ macro_rules! tables {
         $(
             $(#[$doc])*
             #[derive(Debug, Clone, Copy)]
-            pub struct $name;
+            $vis struct $name;
 
             impl $crate::Table for $name {
                 type Schema = $schema;

@@ -2,6 +2,8 @@
 //! read-only lookup), with one thread and with two threads sharing the ledger; with the WAL fsync of the
 //! default options and without it.
 
+#![allow(missing_docs)] // `criterion_group!` defines an undocumented public function.
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -75,7 +77,7 @@ fn bench_apply(c: &mut Criterion) {
                         threads,
                         OutcomeKind::Applied,
                     );
-                })
+                });
             });
 
             let dir = tempfile::tempdir().expect("temp dir");
@@ -99,7 +101,7 @@ fn bench_apply(c: &mut Criterion) {
                         threads,
                         OutcomeKind::Duplicate,
                     );
-                })
+                });
             });
         }
         group.finish();

@@ -60,11 +60,11 @@ pub(crate) struct SessionCounters {
 }
 
 impl SessionCounters {
-    pub fn count(&self, kind: OutcomeKind) {
+    pub(crate) fn count(&self, kind: OutcomeKind) {
         self.by_kind[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn get(&self, kind: OutcomeKind) -> u64 {
+    pub(crate) fn get(&self, kind: OutcomeKind) -> u64 {
         self.by_kind[kind as usize].load(Ordering::Relaxed)
     }
 }

@@ -16,7 +16,7 @@ type Result<T, E = DecodeError> = std::result::Result<T, E>;
 
 tables! {
     /// The tables of the `ledger` database.
-    schema LedgerTables(());
+    pub(crate) schema LedgerTables(());
     /// Database metadata: ASCII name → value (`db_version`: 1 byte, [`crate::db::DB_VERSION`]).
     Meta: "meta", MetaKey => RawBytes;
     /// Processed deliveries (§2 rule 1): delivery key (32) → outcome code (1) ‖ context id (32) ‖
@@ -43,7 +43,7 @@ tables! {
 
 /// A metadata key name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MetaKey(pub &'static str);
+pub(crate) struct MetaKey(pub &'static str);
 
 impl Codec for MetaKey {
     type Encoded<'a> = &'a [u8];
@@ -78,11 +78,11 @@ impl Codec for ContextId {
 
 /// Key of `current`: a course id.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CourseKey(pub String);
+pub(crate) struct CourseKey(pub String);
 
 impl CourseKey {
     /// The encoded course: u32 BE length ‖ bytes. Also the prefix of its rows in `history` and `conflicts`.
-    pub fn prefix(course: &str) -> Vec<u8> {
+    pub(crate) fn prefix(course: &str) -> Vec<u8> {
         let mut out = Vec::with_capacity(4 + course.len());
         out.extend_from_slice(&len_u32(course.len()).to_be_bytes());
         out.extend_from_slice(course.as_bytes());
@@ -105,7 +105,7 @@ impl Codec for CourseKey {
 
 /// Key of `history` and `conflicts`: course ‖ edition BE ‖ delivery key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EditionKey {
+pub(crate) struct EditionKey {
     /// Course.
     pub course: String,
     /// Edition.
@@ -138,7 +138,7 @@ impl Codec for EditionKey {
 
 /// Key of `delivery_sequences`: context id ‖ sequence BE ‖ delivery key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SequenceKey {
+pub(crate) struct SequenceKey {
     /// The context.
     pub context_id: ContextId,
     /// The delivery's sequence in it.
@@ -150,7 +150,7 @@ pub struct SequenceKey {
 /// The prefix of the rows of `context_id` with one sequence: context id (32) ‖ sequence BE (8); as a
 /// range bound, the rows with sequence ≥ `sequence`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SequenceBound {
+pub(crate) struct SequenceBound {
     /// The context.
     pub context_id: ContextId,
     /// The sequence.
@@ -200,7 +200,7 @@ impl Codec for SequenceKey {
 
 /// Value of `deliveries`: the recorded decision for one delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcessedMark {
+pub(crate) struct ProcessedMark {
     /// The recorded outcome (applied, already current, conflict, stale).
     pub outcome: OutcomeKind,
     /// The delivery's context.
@@ -253,7 +253,7 @@ impl Codec for ProcessedMark {
 
 /// Value of `current`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CurrentRow {
+pub(crate) struct CurrentRow {
     /// Current edition.
     pub edition: u64,
     /// Its digest.
@@ -289,7 +289,7 @@ impl Codec for CurrentRow {
 
 /// Value of `history`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HistoryRow {
+pub(crate) struct HistoryRow {
     /// Applied or stale.
     pub outcome: OutcomeKind,
     /// The announced digest.
@@ -321,7 +321,7 @@ impl Codec for HistoryRow {
 
 /// Value of `conflicts`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConflictRow {
+pub(crate) struct ConflictRow {
     /// The digest that stayed current.
     pub current_digest: Digest,
     /// The digest the conflicting delivery announced.
@@ -353,7 +353,7 @@ impl Codec for ConflictRow {
 
 /// Value of `floors`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FloorRow {
+pub(crate) struct FloorRow {
     /// Every sequence at or below this is closed.
     pub floor: u64,
     /// When it was last raised.

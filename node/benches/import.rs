@@ -2,6 +2,8 @@
 //! (off exists only here, to measure what verification costs). Run with
 //! `cargo bench -p regolith-node --bench import`.
 
+#![allow(missing_docs)] // `criterion_group!` defines an undocumented public function.
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -55,7 +57,7 @@ fn import(c: &mut Criterion) {
                     total += runtime.block_on(timed_import(dir.path(), &options));
                 }
                 total
-            })
+            });
         });
     }
     g.finish();

@@ -85,11 +85,11 @@ mod exact_sizes {
         json.serialize(s)
     }
 
-    pub fn network<S: Serializer>(config: &NetworkConfig, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn network<S: Serializer>(config: &NetworkConfig, s: S) -> Result<S::Ok, S::Error> {
         with_exact(config, "max_frame_size", &config.max_frame_size, s)
     }
 
-    pub fn dht<S: Serializer>(config: &DhtConfig, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn dht<S: Serializer>(config: &DhtConfig, s: S) -> Result<S::Ok, S::Error> {
         with_exact(
             config,
             "max_storage_capacity",

@@ -84,7 +84,7 @@ impl GroupCommitter {
 
     fn stop(&mut self) -> Result<()> {
         self.tx.take();
-        match self.worker.take().map(|w| w.join()) {
+        match self.worker.take().map(std::thread::JoinHandle::join) {
             None => Ok(()),
             Some(Ok(result)) => result,
             Some(Err(panic)) => std::panic::resume_unwind(panic),

@@ -230,7 +230,7 @@ pub async fn import_archive_with(
     }
     let mut plan: Vec<(BlockId, u32, bool)> = Vec::new(); // (id, ref mc seqno, mc is key block)
     for mc in &mc_blocks {
-        let mc_is_key = checked.get(mc).is_some_and(|c| c.is_key_block());
+        let mc_is_key = checked.get(mc).is_some_and(CheckedBlock::is_key_block);
         if let Some(shards) = shard_blocks_of.get_mut(&mc.seqno) {
             shards.sort_by_key(|id| (id.seqno, id.shard.workchain(), id.shard.prefix()));
             plan.extend(shards.iter().map(|id| (*id, mc.seqno, mc_is_key)));

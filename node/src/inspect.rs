@@ -127,7 +127,7 @@ pub fn key_blocks(storage: &Storage) -> Result<Value> {
         out.push(json!({
             "seqno": id.seqno,
             "id": id.to_string(),
-            "gen_utime": handle.as_ref().map(|h| h.gen_utime()),
+            "gen_utime": handle.as_ref().map(regolith_storage::BlockHandle::gen_utime),
         }));
     }
     Ok(Value::Array(out))
@@ -146,14 +146,11 @@ pub fn archives(storage: &Storage) -> Result<Value> {
         } else {
             // Distinct blocks: a block moved in again after a crash is listed twice and written once
             // (storage.md §8.4).
-            let blocks = archives
-                .pending_block_ids(id)
-                .map(|ids| {
-                    ids.into_iter()
-                        .collect::<std::collections::BTreeSet<_>>()
-                        .len()
-                })
-                .unwrap_or(0);
+            let blocks = archives.pending_block_ids(id).map_or(0, |ids| {
+                ids.into_iter()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len()
+            });
             out.push(json!({"id": id, "state": "open", "blocks": blocks}));
         }
     }
@@ -213,7 +210,7 @@ pub async fn chain_digest(storage: &Storage) -> Result<String> {
                 hasher.update(blake3::hash(&raw).as_bytes());
             }
         }
-        for dir in regolith_storage::Direction::ALL {
+        for dir in Direction::ALL {
             if let Some(other) = storage.connections().load_connection(&id, dir)? {
                 hasher.update(format!("{dir:?} {other}").as_bytes());
             }

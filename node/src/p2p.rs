@@ -284,7 +284,7 @@ async fn execute(session: &Session, command: P2pCommand) -> Result<Value> {
             answer.handle.accept();
             Ok(json!({
                 "neighbour": neighbour,
-                "key_block_ids": ids.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+                "key_block_ids": ids.iter().map(ToString::to_string).collect::<Vec<_>>(),
                 "incomplete": incomplete,
             }))
         }

@@ -53,7 +53,10 @@ impl Progress {
             bar
         });
         let now = Instant::now();
-        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(State {
+        *self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(State {
             bar,
             name,
             total,
@@ -66,7 +69,10 @@ impl Progress {
 
     /// Records `blocks` more blocks and `bytes` more bytes.
     pub fn advance(&self, blocks: u64, bytes: u64) {
-        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(s) = guard.as_mut() else { return };
         s.done += blocks;
         s.bytes += bytes;
@@ -86,7 +92,12 @@ impl Progress {
 
     /// Ends the current operation.
     pub fn finish(&self) {
-        if let Some(s) = self.state.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(s) = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
             if let Some(bar) = s.bar {
                 bar.finish();
             }

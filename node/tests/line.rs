@@ -164,7 +164,7 @@ struct Nodes(Vec<Child>);
 impl Drop for Nodes {
     fn drop(&mut self) {
         for child in &mut self.0 {
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            sigterm(child);
         }
         for child in &mut self.0 {
             let _ = child.wait();

@@ -379,7 +379,7 @@ async fn fuzzed_requests_never_crash_or_stall_the_node() {
         }),
         tl_proto::serialize(rpc::GetKeyBlockProof { block_id: id }),
         tl_proto::serialize(proto::Ping),
-        regolith_rpc::proto::broadcast_body(b"not a boc").to_vec(),
+        proto::broadcast_body(b"not a boc").to_vec(),
     ];
     let fuzzer = Arc::new(client(&node, 32));
     let observer = client(&node, 33);
@@ -691,7 +691,7 @@ async fn rpc_client(
     use regolith_rpc::client::{BlockchainRpcClient, PublicOverlayClient};
     use regolith_rpc::network::{BlockchainNetwork, NetworkSettings, Silent};
     let mut secret_key = [0u8; 32];
-    rand::Rng::fill(&mut rand::thread_rng(), &mut secret_key);
+    Rng::fill(&mut rand::thread_rng(), &mut secret_key);
     let network = BlockchainNetwork::start(
         NetworkSettings {
             bind_address: addr(ip_last),
@@ -1055,7 +1055,7 @@ async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
         .without_broadcast_listener()
         .build();
     let mut secret_key = [0u8; 32];
-    rand::Rng::fill(&mut rand::thread_rng(), &mut secret_key);
+    Rng::fill(&mut rand::thread_rng(), &mut secret_key);
     let forger = regolith_rpc::BlockchainNetwork::start(
         regolith_rpc::NetworkSettings {
             bind_address: addr(41),
@@ -1142,8 +1142,7 @@ async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
         .overlay_client()
         .neighbours()
         .find(&forger.peer_id())
-        .map(|n| n.score())
-        .unwrap_or(0);
+        .map_or(0, |n| n.score());
     assert!(
         forger_score < 16,
         "the forger is unreliable now: {forger_score}"

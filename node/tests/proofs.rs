@@ -232,7 +232,7 @@ fn another_validator_set_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let archive = archive_with_proof(tmp.path(), 70, |raw, _| {
         with_signatures(raw, |s| {
-            s.validator_info.validator_list_hash_short ^= 0x0100
+            s.validator_info.validator_list_hash_short ^= 0x0100;
         })
     });
     refused_at(tmp.path(), &archive,

@@ -230,7 +230,7 @@ async fn run_serves_rpc_metrics_and_stops_on_sigterm() {
     );
 
     // SIGTERM → clean exit
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    common::sigterm(&child);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -303,7 +303,7 @@ fn spawn_run(data: &Path) -> (std::process::Child, String) {
 }
 
 fn stop(mut child: std::process::Child) {
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    common::sigterm(&child);
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
 }

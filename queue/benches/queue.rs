@@ -2,6 +2,8 @@
 //! through `regolith_queue::bench::run` (a fresh temp database per case) and prints the figures, then a
 //! criterion micro-benchmark of one 10k-message apply.
 
+#![allow(missing_docs)] // `criterion_group!` defines an undocumented public function.
+
 use std::path::PathBuf;
 
 use criterion::Criterion;
@@ -64,7 +66,7 @@ fn main() {
                     ..BenchParams::default()
                 };
                 bench::run(&[BenchCase::Apply], &p).expect("apply")
-            })
+            });
         });
         c.final_summary();
     }

@@ -16,7 +16,7 @@ use crate::key::QueueKey;
 use crate::router::{half_from_tl, PartitionRouter};
 
 /// Limit of shard-count entries in a record.
-pub const MAX_SHARD_COUNTS: u32 = 10_000_000;
+pub(crate) const MAX_SHARD_COUNTS: u32 = 10_000_000;
 
 /// A stored diff record.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! Errors of the internal message queue.
 
 use regolith_formats::{BlockId, FormatError, ShardIdent};
+use regolith_kv::rocksdb;
 use tycho_types::models::BlockIdShort;
 
 use crate::key::QueueKey;
@@ -132,7 +133,7 @@ pub enum QueueError {
         context: String,
         /// The RocksDB error.
         #[source]
-        source: regolith_kv::rocksdb::Error,
+        source: rocksdb::Error,
     },
     /// A file operation failed.
     #[error("I/O error while {context}: {source}")]
@@ -269,6 +270,6 @@ mod tests {
     #[test]
     fn error_stays_small() {
         // Keeps `Result<T, QueueError>` cheap (clippy's `result_large_err` threshold is 128 bytes).
-        assert!(std::mem::size_of::<super::QueueError>() <= 128);
+        assert!(size_of::<super::QueueError>() <= 128);
     }
 }

@@ -104,7 +104,7 @@ impl GcState {
             Err(panic) => {
                 let msg = panic
                     .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
+                    .map(ToString::to_string)
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".into());
                 tracing::error!(panic = %msg, "queue GC tick panicked; the task continues");

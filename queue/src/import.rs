@@ -168,11 +168,11 @@ pub(crate) fn import(
                 })
             };
             let mut slice = root.as_slice().map_err(|e| non_internal(e.to_string()))?;
-            let info =
-                match MsgInfo::load_from(&mut slice).map_err(|e| non_internal(e.to_string()))? {
-                    MsgInfo::Int(info) => info,
-                    _ => return Err(non_internal("external message".into())),
-                };
+            let MsgInfo::Int(info) =
+                MsgInfo::load_from(&mut slice).map_err(|e| non_internal(e.to_string()))?
+            else {
+                return Err(non_internal("external message".into()));
+            };
             let (IntAddr::Std(_), IntAddr::Std(dst_std)) = (&info.src, &info.dst) else {
                 return Err(fail(ImportFailure::NonStdAddress {
                     seqno: diff.seqno,

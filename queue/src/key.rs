@@ -25,9 +25,9 @@ impl std::fmt::Debug for QueueKey {
 }
 
 /// Length of a stored queue key: lt u64 BE ‖ hash.
-pub const QUEUE_KEY_LEN: usize = 40;
+pub(crate) const QUEUE_KEY_LEN: usize = 40;
 /// Length of a stored shard: workchain i32 BE ‖ prefix u64 BE.
-pub const SHARD_LEN: usize = 12;
+pub(crate) const SHARD_LEN: usize = 12;
 
 impl QueueKey {
     /// The smallest key.

@@ -14,7 +14,7 @@ use crate::error::{QueueError, Result};
 use crate::key::PartitionIdx;
 
 /// Length of a stored router address: workchain (1) ‖ account (32).
-pub const ROUTER_ADDR_LEN: usize = 33;
+pub(crate) const ROUTER_ADDR_LEN: usize = 33;
 
 /// A std account address as the router and the statistics see it, ordered by workchain, then account.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -203,7 +203,7 @@ fn to_half(map: &BTreeMap<RouterAddr, PartitionIdx>) -> RouterHalf {
 }
 
 /// Converts a TL router half into the map form.
-pub fn half_from_tl(partitions: &[RouterPartition]) -> RouterHalf {
+pub(crate) fn half_from_tl(partitions: &[RouterPartition]) -> RouterHalf {
     let mut out = RouterHalf::new();
     for p in partitions {
         out.entry(p.index)
@@ -214,7 +214,7 @@ pub fn half_from_tl(partitions: &[RouterPartition]) -> RouterHalf {
 }
 
 /// Converts a map-form router half into the TL layout.
-pub fn half_to_tl(half: &RouterHalf) -> Vec<RouterPartition> {
+pub(crate) fn half_to_tl(half: &RouterHalf) -> Vec<RouterPartition> {
     half.iter()
         .map(|(p, addrs)| RouterPartition {
             index: *p,

@@ -19,7 +19,7 @@ use crate::router::{RouterAddr, ROUTER_ADDR_LEN};
 tables! {
     /// The seven tables of the `int_queue` database (RocksDB's `default` stays empty); options are built
     /// around the block cache they share.
-    schema QueueTables(Cache);
+    pub schema QueueTables(Cache);
     /// Message bodies: partition (2) ‖ source shard (12) ‖ message key (40) = 54 B →
     /// dest workchain i8 (1) ‖ dest address prefix u64 LE (8) ‖ message BOC.
     ShardIntMessages: "shard_int_messages", MessageKey => MessageEntry, options = message_options;

@@ -66,10 +66,9 @@ fn s03_duplicated_address_gets_highest_partition() {
     let r = PartitionRouter::from_halves(&half, &RouterHalf::new());
     assert_eq!(r.lookup(&b1(), &b2()), 3);
     // §5.8 and §5.9 build from the TL layout with the same rule.
-    let tl: Vec<RouterPartition> =
-        regolith_queue::PartitionRouter::from_halves(&half, &RouterHalf::new())
-            .to_tl()
-            .0;
+    let tl: Vec<RouterPartition> = PartitionRouter::from_halves(&half, &RouterHalf::new())
+        .to_tl()
+        .0;
     // The TL form of a router built from halves lists B1 once (under 3); build one that lists it thrice.
     assert_eq!(tl.len(), 1);
     let thrice: Vec<RouterPartition> = [1u16, 2, 3]
@@ -322,7 +321,7 @@ fn s08_apply_routes_and_records() {
     assert_eq!(info.seqno, 1);
     let dst: RouterHalf = [(1, [ra(&m1()), ra(&m2())].into())].into();
     assert_eq!(
-        regolith_queue::PartitionRouter::from_tl(&info.router_src, &info.router_dst).dst_half(),
+        PartitionRouter::from_tl(&info.router_src, &info.router_dst).dst_half(),
         dst
     );
     assert!(info.router_src.is_empty());

@@ -414,7 +414,7 @@ fn s48_bad_imports_write_nothing() {
 
 mod ahash_state {
     /// The default hasher state of tycho-types' BOC writer.
-    pub type S = std::collections::hash_map::RandomState;
+    pub(crate) type S = std::collections::hash_map::RandomState;
 }
 
 #[test]

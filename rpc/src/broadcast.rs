@@ -202,14 +202,14 @@ pub trait BroadcastListener: Send + Sync + 'static {
 #[async_trait]
 impl<T: BroadcastListener + ?Sized> BroadcastListener for Arc<T> {
     async fn handle_message(&self, meta: Arc<InboundRequestMeta>, message: Bytes) {
-        (**self).handle_message(meta, message).await
+        (**self).handle_message(meta, message).await;
     }
 }
 
 #[async_trait]
 impl BroadcastListener for Box<dyn BroadcastListener> {
     async fn handle_message(&self, meta: Arc<InboundRequestMeta>, message: Bytes) {
-        (**self).handle_message(meta, message).await
+        (**self).handle_message(meta, message).await;
     }
 }
 

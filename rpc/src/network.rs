@@ -186,8 +186,7 @@ pub fn quick_discovery() -> (OverlayConfig, DhtConfig) {
 pub fn now_sec() -> u32 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as u32)
-        .unwrap_or(0)
+        .map_or(0, |d| d.as_secs() as u32)
 }
 
 /// A service that answers nothing: for nodes that only download (the raw client, `regolith p2p`).

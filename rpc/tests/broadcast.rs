@@ -447,5 +447,6 @@ async fn item15_corrupted_variants_are_dropped() {
 
 mod ahash_state {
     /// A deterministic hasher state for the BOC encoder.
-    pub type State = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+    pub(crate) type State =
+        std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
 }

@@ -70,8 +70,7 @@ fn score_of(client: &BlockchainRpcClient, server: &BlockchainNetwork) -> u8 {
         .overlay_client()
         .neighbours()
         .find(&server.peer_id())
-        .map(|n| n.score())
-        .unwrap_or(0)
+        .map_or(0, |n| n.score())
 }
 
 fn compressed(data: &[u8], level: i32) -> Bytes {
@@ -557,7 +556,7 @@ async fn item7_broadcast_reaches_five_validators_each() {
         .collect();
     let refs: Vec<&BlockchainNetwork> = nodes.iter().collect();
     connect_all(&refs).await;
-    let ids: Vec<tycho_network::PeerId> = nodes.iter().map(|n| n.peer_id()).collect();
+    let ids: Vec<tycho_network::PeerId> = nodes.iter().map(BlockchainNetwork::peer_id).collect();
     let mut config = client_config();
     config.validators.ping_interval = Duration::from_secs(1);
     // A loaded 2-core machine with debug builds can take longer than 500 ms for a first send.
@@ -875,7 +874,7 @@ async fn item7_a_peer_signed_with_created_at_0_is_a_target() {
             }
         }
     }
-    let ids: Vec<tycho_network::PeerId> = nodes.iter().map(|n| n.peer_id()).collect();
+    let ids: Vec<tycho_network::PeerId> = nodes.iter().map(BlockchainNetwork::peer_id).collect();
     let mut config = client_config();
     config.validators.ping_interval = Duration::from_secs(1);
     let clients: Vec<PublicOverlayClient> = nodes

@@ -172,7 +172,7 @@ fn key_block_store() -> Arc<StubStorage> {
 
 async fn key_ids(
     svc: &regolith_rpc::BlockchainRpcService,
-    from: regolith_rpc::proto::KeyBlockIds,
+    from: proto::KeyBlockIds,
 ) -> (Vec<u32>, bool) {
     let _ = svc;
     (

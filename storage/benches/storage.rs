@@ -1,6 +1,8 @@
 //! Block storage benchmarks: handles, setters, connections, components and archive_1 ingestion.
 //! Run with `cargo bench -p regolith-storage`.
 
+#![allow(missing_docs)] // `criterion_group!` defines an undocumented public function.
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 
@@ -27,7 +29,7 @@ fn handles(c: &mut Criterion) {
                 1,
             );
             s.handles().create_or_load_handle(&id, meta(1)).unwrap()
-        })
+        });
     });
     let held_id = synthetic_id(ShardIdent::BASECHAIN, u32::MAX - 1, 2);
     let held = s
@@ -40,7 +42,7 @@ fn handles(c: &mut Criterion) {
             s.handles()
                 .create_or_load_handle(&held_id, meta(1))
                 .unwrap()
-        })
+        });
     });
 
     let cold: Vec<_> = (0..10_000)
@@ -56,10 +58,10 @@ fn handles(c: &mut Criterion) {
             i = (i + 1) % cold.len();
             // Dropped at once, so the next load of any id reads the DB again.
             s.handles().load_handle(&cold[i]).unwrap().unwrap()
-        })
+        });
     });
     g.bench_function("load_handle/hot", |b| {
-        b.iter(|| s.handles().load_handle(&held_id).unwrap().unwrap())
+        b.iter(|| s.handles().load_handle(&held_id).unwrap().unwrap());
     });
 
     g.bench_function("set_block_committed/writes", |b| {
@@ -74,7 +76,7 @@ fn handles(c: &mut Criterion) {
             },
             |h| assert!(s.handles().set_block_committed(&h).unwrap()),
             BatchSize::SmallInput,
-        )
+        );
     });
 
     g.bench_function("store_connection+load_connection", |b| {
@@ -97,7 +99,7 @@ fn handles(c: &mut Criterion) {
                     .unwrap()
             },
             BatchSize::SmallInput,
-        )
+        );
     });
     drop(held);
     g.finish();
@@ -133,7 +135,7 @@ fn components(c: &mut Criterion) {
                 t
             },
             BatchSize::PerIteration,
-        )
+        );
     });
 
     let h = rt.block_on(store_parts(&s, &blocks[0]));
@@ -149,7 +151,7 @@ fn components(c: &mut Criterion) {
                 .load_block_data_range(&h, 0, 1 << 20)
                 .unwrap()
                 .unwrap()
-        })
+        });
     });
     g.throughput(Throughput::Bytes(1000));
     g.bench_function("load_block_data_range/1000B", |b| {
@@ -158,7 +160,7 @@ fn components(c: &mut Criterion) {
                 .load_block_data_range(&h, 500, 1000)
                 .unwrap()
                 .unwrap()
-        })
+        });
     });
     g.finish();
 }
@@ -181,7 +183,7 @@ fn ingest(c: &mut Criterion) {
                 t
             },
             BatchSize::PerIteration,
-        )
+        );
     });
     g.throughput(Throughput::Bytes(bytes as u64));
     g.bench_function("bytes", |b| {
@@ -192,7 +194,7 @@ fn ingest(c: &mut Criterion) {
                 t
             },
             BatchSize::PerIteration,
-        )
+        );
     });
     g.finish();
 }

@@ -44,7 +44,7 @@ pub(crate) fn keeps_block(
     {
         return true;
     }
-    flags.is_some_and(|f| f.retain_during_gc())
+    flags.is_some_and(BlockFlags::retain_during_gc)
 }
 
 struct Chunk {

@@ -21,7 +21,7 @@ use crate::persistent_state::{PersistentStateKey, PersistentStateValue};
 tables! {
     /// The tables of the `core` database; options are built from the storage configuration (BlobDB of
     /// the components).
-    schema CoreTables(StorageConfig);
+    pub schema CoreTables(StorageConfig);
     /// Node state: ASCII names → values (`last_mc_block`, `init_mc_block`, `zerostate_id`: 80-byte ids;
     /// `zerostate_proof`: raw bytes; `db_version`: 3-byte semver).
     State: "state", StateKey => RawBytes;

@@ -130,7 +130,7 @@ async fn s19_startup_check_repairs_flags() {
             .unwrap();
         let del = |id, ty| {
             db.delete::<BlockComponents>(&ComponentKey(BlockKey::of(id), ty))
-                .unwrap()
+                .unwrap();
         };
         for id in &mc[0..25] {
             del(id, ArchiveEntryType::Block);

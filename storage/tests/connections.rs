@@ -51,7 +51,7 @@ fn s14_prev1_written_once() {
         ))
         .unwrap()
         .unwrap()
-        .to_vec();
+        .clone();
     assert_eq!(raw.len(), 80);
     assert_eq!(
         &raw[..16],

@@ -273,6 +273,6 @@ async fn corrupt_handle_row_stops_gc_and_deletes_nothing() {
     }
     assert!(s
         .db()
-        .contains::<BlockIds>(&StoredBlockKey(regolith_formats::BlockKey::of(victim)))
+        .contains::<BlockIds>(&StoredBlockKey(BlockKey::of(victim)))
         .unwrap());
 }

@@ -424,7 +424,7 @@ impl ProofChecker {
         if let Some((_, subset)) = self
             .subsets
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
             .find(|(k, _)| *k == cache_key)
         {
@@ -477,7 +477,10 @@ impl ProofChecker {
             Subset::compute(&vset, switch_round, shuffle)
                 .ok_or_else(|| bad_config("the masterchain subset cannot be computed".into()))?,
         );
-        let mut cache = self.subsets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self
+            .subsets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if cache.len() >= SUBSET_CACHE_LEN {
             cache.remove(0);
         }

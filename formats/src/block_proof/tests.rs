@@ -698,7 +698,7 @@ fn a_key_block_config_needs_param_34() {
     let checker = ProofChecker::new(t.zerostate.clone());
     match kind_of(checker.verify(&proof, &NoKeyBlocks)) {
         ProofErrorKind::InvalidKeyBlockConfig { reason } => {
-            assert!(reason.contains("34"), "{reason}")
+            assert!(reason.contains("34"), "{reason}");
         }
         other => panic!("{other:?}"),
     }
@@ -722,7 +722,7 @@ fn a_key_block_config_needs_param_34() {
     let proof = proof_of(&id, &root, Some(signatures));
     match kind_of(checker.verify(&proof, &NoKeyBlocks)) {
         ProofErrorKind::InvalidKeyBlockConfig { reason } => {
-            assert!(reason.contains("36"), "{reason}")
+            assert!(reason.contains("36"), "{reason}");
         }
         other => panic!("{other:?}"),
     }

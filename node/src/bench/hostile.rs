@@ -552,7 +552,7 @@ fn block_ids(fixtures: &Path) -> Result<Vec<BlockId>> {
 }
 
 /// Runs the four phases and prints the tables (or JSON).
-pub async fn hostile(settings: HostileSettings) -> Result<()> {
+pub(super) async fn hostile(settings: HostileSettings) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find the regolith binary")?;
     let dir = tempfile::tempdir()?;
     let data = DataDir::new(dir.path().join("node"));
@@ -657,7 +657,7 @@ mod tests {
             match kind {
                 HostileKind::RandomBody => assert!(body.len() < 512),
                 HostileKind::Truncated | HostileKind::UnknownConstructor => {
-                    assert!(RpcRequest::decode(&body).is_err(), "{kind:?} {body:02x?}")
+                    assert!(RpcRequest::decode(&body).is_err(), "{kind:?} {body:02x?}");
                 }
                 HostileKind::OffsetPastEnd => assert!(RpcRequest::decode(&body).is_ok()),
                 HostileKind::FrameAtLimit => {

@@ -18,7 +18,7 @@ pub fn queue(json: bool, quick: bool, cases: &[String], import_file: &Path) -> R
                 Some(c) => out.push(*c),
                 None => bail!(
                     "unknown case `{name}`; cases: {}",
-                    BenchCase::ALL.map(|c| c.name()).join(", ")
+                    BenchCase::ALL.map(BenchCase::name).join(", ")
                 ),
             }
         }

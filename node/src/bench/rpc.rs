@@ -52,8 +52,9 @@ pub struct RpcBenchArgs {
 type RequestMaker = Box<dyn Fn(usize) -> Bytes + Send + Sync>;
 
 fn cpu_time() -> Duration {
-    // SAFETY: getrusage only writes into the struct we pass.
+    // SAFETY: rusage is plain integers, for which all-zero bytes are a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes into the struct we pass, which lives for the call.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(usage.ru_utime) + tv(usage.ru_stime)

@@ -6,11 +6,11 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-pub fn fixtures() -> PathBuf {
+pub(crate) fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
 }
 
-pub fn regolith(data: &Path, args: &[&str]) -> Output {
+pub(crate) fn regolith(data: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_regolith"))
         .arg("--data")
         .arg(data)
@@ -20,7 +20,7 @@ pub fn regolith(data: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-pub fn ok(data: &Path, args: &[&str]) -> String {
+pub(crate) fn ok(data: &Path, args: &[&str]) -> String {
     let out = regolith(data, args);
     assert!(
         out.status.success(),
@@ -30,17 +30,17 @@ pub fn ok(data: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-pub fn fails(data: &Path, args: &[&str]) -> String {
+pub(crate) fn fails(data: &Path, args: &[&str]) -> String {
     let out = regolith(data, args);
     assert!(!out.status.success(), "regolith {args:?} should fail");
     String::from_utf8(out.stderr).unwrap()
 }
 
-pub fn summary(data: &Path) -> Value {
+pub(crate) fn summary(data: &Path) -> Value {
     serde_json::from_str(&ok(data, &["inspect", "--json", "summary"])).unwrap()
 }
 
-pub fn init(data: &Path) {
+pub(crate) fn init(data: &Path) {
     let zerostate = fixtures().join("zerostate.boc");
     let out = ok(data, &["init", "--zerostate", zerostate.to_str().unwrap()]);
     assert!(
@@ -54,7 +54,7 @@ pub fn init(data: &Path) {
     assert!(out.contains("overlay id:"), "{out}");
 }
 
-pub fn archive_1() -> String {
+pub(crate) fn archive_1() -> String {
     fixtures()
         .join("archive_1.bin")
         .to_str()
@@ -62,7 +62,7 @@ pub fn archive_1() -> String {
         .to_string()
 }
 
-pub fn assert_clean(summary: &Value) {
+pub(crate) fn assert_clean(summary: &Value) {
     let check = &summary["startup_check"];
     for key in [
         "orphaned_flags_count",
@@ -73,7 +73,7 @@ pub fn assert_clean(summary: &Value) {
     }
 }
 
-pub fn assert_full_chain(summary: &Value) {
+pub(crate) fn assert_full_chain(summary: &Value) {
     // 107 blocks of archive_1, the mc zerostate and the shard zerostate it lists.
     assert_eq!(summary["blocks_total"], 109, "{summary}");
     assert!(summary["last_applied_mc_block"]
@@ -92,13 +92,13 @@ pub fn assert_full_chain(summary: &Value) {
 }
 
 /// `inspect queue --json --digest`.
-pub fn queue_view(data: &Path) -> Value {
+pub(crate) fn queue_view(data: &Path) -> Value {
     serde_json::from_str(&ok(data, &["inspect", "--json", "queue", "--digest"])).unwrap()
 }
 
 /// Starts `regolith run`, waits until it reports that it is running, then stops it with SIGTERM and checks
 /// that it exits cleanly.
-pub fn start_and_stop(data: &Path) {
+pub(crate) fn start_and_stop(data: &Path) {
     use std::io::{BufRead, BufReader};
     // Any free port and no metrics endpoint, so that tests can run nodes side by side.
     let config_path = data.join("node.json");
@@ -124,14 +124,19 @@ pub fn start_and_stop(data: &Path) {
         let status = child.wait().unwrap();
         panic!("regolith run did not start ({status}); run it by hand on {data:?} to see why");
     }
-    // SAFETY: sending a signal to our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    sigterm(&child);
     let status = child.wait().unwrap();
     assert!(status.success(), "regolith run exited with {status}");
 }
 
+/// Sends SIGTERM (a clean stop) to a child process.
+pub(crate) fn sigterm(child: &std::process::Child) {
+    // SAFETY: kill(2) only sends a signal, here to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+}
+
 /// Starts `regolith import --quiet archive_1` in the background (for kill loops).
-pub fn spawn_import(data: &Path) -> std::process::Child {
+pub(crate) fn spawn_import(data: &Path) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_regolith"))
         .arg("--data")
         .arg(data)
@@ -146,7 +151,7 @@ pub fn spawn_import(data: &Path) -> std::process::Child {
 /// A `queue_view` without what queue GC may delete by now: the digest, the diff counts, every diff at or
 /// below its shard's stored GC bound, and the message counts of a diff the bound cuts. Two views that are
 /// equal this way hold the same queue above the bounds; a running node collects below them.
-pub fn beyond_gc(view: &Value) -> Value {
+pub(crate) fn beyond_gc(view: &Value) -> Value {
     let key = |k: &Value| {
         (
             k["lt"].as_u64().unwrap(),

@@ -14,36 +14,36 @@ use regolith_queue::{
 use tycho_types::cell::{Cell, CellBuilder, CellFamily, Store};
 use tycho_types::models::{BlockIdShort, IntAddr, IntMsgInfo, MsgInfo, StdAddr};
 
-pub type Q = Arc<Queue<EnqueuedMessage>>;
+pub(crate) type Q = Arc<Queue<EnqueuedMessage>>;
 
-pub const MC: ShardIdent = ShardIdent::MASTERCHAIN;
-pub const SH: ShardIdent = ShardIdent::BASECHAIN;
+pub(crate) const MC: ShardIdent = ShardIdent::MASTERCHAIN;
+pub(crate) const SH: ShardIdent = ShardIdent::BASECHAIN;
 
-pub fn sh2() -> ShardIdent {
+pub(crate) fn sh2() -> ShardIdent {
     ShardIdent::new(0, 0x4000_0000_0000_0000).unwrap()
 }
 
-pub fn addr(wc: i8, byte: u8) -> IntAddr {
+pub(crate) fn addr(wc: i8, byte: u8) -> IntAddr {
     IntAddr::Std(StdAddr::new(wc, HashBytes([byte; 32])))
 }
-pub fn m1() -> IntAddr {
+pub(crate) fn m1() -> IntAddr {
     addr(-1, 1)
 }
-pub fn m2() -> IntAddr {
+pub(crate) fn m2() -> IntAddr {
     addr(-1, 2)
 }
-pub fn b1() -> IntAddr {
+pub(crate) fn b1() -> IntAddr {
     addr(0, 3)
 }
-pub fn b2() -> IntAddr {
+pub(crate) fn b2() -> IntAddr {
     addr(0, 4)
 }
-pub fn ra(a: &IntAddr) -> RouterAddr {
+pub(crate) fn ra(a: &IntAddr) -> RouterAddr {
     RouterAddr::from_int_addr(a).unwrap()
 }
 
 /// Router R = {dst M1→1, dst M2→1}.
-pub fn router_r() -> PartitionRouter {
+pub(crate) fn router_r() -> PartitionRouter {
     let mut r = PartitionRouter::new();
     r.insert_dst(&m1(), 1).unwrap();
     r.insert_dst(&m2(), 1).unwrap();
@@ -51,7 +51,7 @@ pub fn router_r() -> PartitionRouter {
 }
 
 /// An internal message cell with this `created_lt`; `body_bytes` of payload in a referenced cell.
-pub fn msg_cell(lt: u64, src: &IntAddr, dst: &IntAddr, body_bytes: usize) -> Cell {
+pub(crate) fn msg_cell(lt: u64, src: &IntAddr, dst: &IntAddr, body_bytes: usize) -> Cell {
     let info = IntMsgInfo {
         src: src.clone(),
         dst: dst.clone(),
@@ -77,15 +77,15 @@ pub fn msg_cell(lt: u64, src: &IntAddr, dst: &IntAddr, body_bytes: usize) -> Cel
     b.build().unwrap()
 }
 
-pub fn msg(lt: u64, src: &IntAddr, dst: &IntAddr) -> EnqueuedMessage {
+pub(crate) fn msg(lt: u64, src: &IntAddr, dst: &IntAddr) -> EnqueuedMessage {
     EnqueuedMessage::from_cell(msg_cell(lt, src, dst, 0)).unwrap()
 }
 
-pub fn mc_block(seqno: u32) -> BlockId {
+pub(crate) fn mc_block(seqno: u32) -> BlockId {
     block(MC, seqno)
 }
 
-pub fn block(shard: ShardIdent, seqno: u32) -> BlockId {
+pub(crate) fn block(shard: ShardIdent, seqno: u32) -> BlockId {
     BlockId {
         shard,
         seqno,
@@ -94,11 +94,11 @@ pub fn block(shard: ShardIdent, seqno: u32) -> BlockId {
     }
 }
 
-pub fn short(shard: ShardIdent, seqno: u32) -> BlockIdShort {
+pub(crate) fn short(shard: ShardIdent, seqno: u32) -> BlockIdShort {
     BlockIdShort { shard, seqno }
 }
 
-pub fn top(id: BlockId, updated: bool, ref_by: u32) -> TopBlock {
+pub(crate) fn top(id: BlockId, updated: bool, ref_by: u32) -> TopBlock {
     TopBlock {
         block_id: id,
         ref_by_mc_seqno: ref_by,
@@ -107,16 +107,16 @@ pub fn top(id: BlockId, updated: bool, ref_by: u32) -> TopBlock {
 }
 
 /// A test database in a temp dir.
-pub struct Env {
+pub(crate) struct Env {
     pub dir: tempfile::TempDir,
     pub queue: Option<Q>,
 }
 
-pub fn zerostate() -> BlockId {
+pub(crate) fn zerostate() -> BlockId {
     mc_block(0)
 }
 
-pub fn config() -> QueueConfig {
+pub(crate) fn config() -> QueueConfig {
     QueueConfig {
         gc_interval: std::time::Duration::from_secs(1),
     }
@@ -124,18 +124,18 @@ pub fn config() -> QueueConfig {
 
 impl Env {
     /// A fresh database; the queue has no GC task (ticks are driven with `run_gc_tick`).
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut env = Self { dir, queue: None };
         env.open();
         env
     }
 
-    pub fn data_dir(&self) -> PathBuf {
+    pub(crate) fn data_dir(&self) -> PathBuf {
         self.dir.path().to_path_buf()
     }
 
-    pub fn open(&mut self) {
+    pub(crate) fn open(&mut self) {
         self.queue = None;
         let storage = QueueStorage::open(self.dir.path()).unwrap();
         self.queue = Some(
@@ -146,26 +146,26 @@ impl Env {
     }
 
     /// Closes and reopens the database (a restart).
-    pub fn reopen(&mut self) {
+    pub(crate) fn reopen(&mut self) {
         self.queue = None;
         self.open();
     }
 
-    pub fn q(&self) -> &Q {
+    pub(crate) fn q(&self) -> &Q {
         self.queue.as_ref().unwrap()
     }
 
-    pub fn dump(&self) -> Vec<(String, Vec<u8>, Vec<u8>)> {
+    pub(crate) fn dump(&self) -> Vec<(String, Vec<u8>, Vec<u8>)> {
         self.q().storage().db().dump()
     }
 
-    pub fn count(&self, table: &str) -> usize {
+    pub(crate) fn count(&self, table: &str) -> usize {
         self.dump().iter().filter(|(t, _, _)| t == table).count()
     }
 }
 
 /// A diff of these messages with router R and the given processed_to.
-pub fn diff_of(
+pub(crate) fn diff_of(
     messages: Vec<EnqueuedMessage>,
     processed_to: BTreeMap<ShardIdent, QueueKey>,
 ) -> QueueDiffWithMessages<EnqueuedMessage> {
@@ -173,7 +173,7 @@ pub fn diff_of(
 }
 
 /// Default statistics: first/last key, or synthetic bounds (lt 0) when empty.
-pub fn stats_of(
+pub(crate) fn stats_of(
     diff: &QueueDiffWithMessages<EnqueuedMessage>,
     shard: ShardIdent,
 ) -> DiffStatistics {
@@ -181,7 +181,7 @@ pub fn stats_of(
 }
 
 /// The BLAKE3 of the diff's TL form.
-pub fn tl_hash(
+pub(crate) fn tl_hash(
     diff: &QueueDiffWithMessages<EnqueuedMessage>,
     stats: &DiffStatistics,
     seqno: u32,
@@ -189,7 +189,7 @@ pub fn tl_hash(
     tl_diff(diff, stats, seqno).compute_hash()
 }
 
-pub fn tl_diff(
+pub(crate) fn tl_diff(
     diff: &QueueDiffWithMessages<EnqueuedMessage>,
     stats: &DiffStatistics,
     seqno: u32,
@@ -219,7 +219,7 @@ pub fn tl_diff(
 }
 
 /// Applies X n with the default statistics and hash.
-pub fn apply(
+pub(crate) fn apply(
     q: &Q,
     shard: ShardIdent,
     seqno: u32,
@@ -229,7 +229,7 @@ pub fn apply(
     apply_pt(q, shard, seqno, messages, BTreeMap::new(), check)
 }
 
-pub fn apply_pt(
+pub(crate) fn apply_pt(
     q: &Q,
     shard: ShardIdent,
     seqno: u32,
@@ -245,7 +245,7 @@ pub fn apply_pt(
 }
 
 /// Messages lt in `lts` from `src` to `dst`.
-pub fn msgs(
+pub(crate) fn msgs(
     lts: impl IntoIterator<Item = u64>,
     src: &IntAddr,
     dst: &IntAddr,
@@ -253,12 +253,12 @@ pub fn msgs(
     lts.into_iter().map(|lt| msg(lt, src, dst)).collect()
 }
 
-pub fn key_of(m: &EnqueuedMessage) -> QueueKey {
+pub(crate) fn key_of(m: &EnqueuedMessage) -> QueueKey {
     m.key()
 }
 
 /// Full-range bounded range of a shard.
-pub fn full(shard: ShardIdent) -> regolith_queue::BoundedShardRange {
+pub(crate) fn full(shard: ShardIdent) -> regolith_queue::BoundedShardRange {
     regolith_queue::BoundedShardRange::new(
         shard,
         std::ops::Bound::Included(QueueKey::MIN),
@@ -267,7 +267,7 @@ pub fn full(shard: ShardIdent) -> regolith_queue::BoundedShardRange {
 }
 
 /// Collects an iterator, panicking on errors.
-pub fn collect(
+pub(crate) fn collect(
     mut it: regolith_queue::QueueIterator<EnqueuedMessage>,
 ) -> Vec<(ShardIdent, Arc<EnqueuedMessage>)> {
     let mut out = Vec::new();
@@ -277,13 +277,13 @@ pub fn collect(
     out
 }
 
-pub fn fixture(rel: &str) -> PathBuf {
+pub(crate) fn fixture(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/fixtures")
         .join(rel)
 }
 
-pub fn hash_hex(s: &str) -> HashBytes {
+pub(crate) fn hash_hex(s: &str) -> HashBytes {
     let mut out = [0u8; 32];
     for i in 0..32 {
         out[i] = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap();
@@ -291,13 +291,13 @@ pub fn hash_hex(s: &str) -> HashBytes {
     HashBytes(out)
 }
 
-pub fn has_table_rows(env: &Env, table: &str) -> bool {
+pub(crate) fn has_table_rows(env: &Env, table: &str) -> bool {
     env.count(table) > 0
 }
 
-pub const MESSAGES: &str = "shard_int_messages";
-pub const STATS: &str = "int_msg_statistics";
-pub const TAIL: &str = "int_msg_diffs_tail";
-pub const INFO: &str = "int_msg_diff_info";
-pub const POINTERS: &str = "int_msg_commit_pointer";
-pub const VAR: &str = "int_msg_var";
+pub(crate) const MESSAGES: &str = "shard_int_messages";
+pub(crate) const STATS: &str = "int_msg_statistics";
+pub(crate) const TAIL: &str = "int_msg_diffs_tail";
+pub(crate) const INFO: &str = "int_msg_diff_info";
+pub(crate) const POINTERS: &str = "int_msg_commit_pointer";
+pub(crate) const VAR: &str = "int_msg_var";

@@ -122,14 +122,14 @@ pub trait OwnMessageListener: Send + Sync + 'static {
 #[async_trait]
 impl<T: OwnMessageListener + ?Sized> OwnMessageListener for Arc<T> {
     async fn handle_message(&self, message: Bytes) {
-        (**self).handle_message(message).await
+        (**self).handle_message(message).await;
     }
 }
 
 #[async_trait]
 impl OwnMessageListener for Box<dyn OwnMessageListener> {
     async fn handle_message(&self, message: Bytes) {
-        (**self).handle_message(message).await
+        (**self).handle_message(message).await;
     }
 }
 

@@ -66,7 +66,7 @@ fn decode_data(
 }
 
 /// What one chunked download is.
-pub struct ChunkedDownload<F> {
+pub(super) struct ChunkedDownload<F> {
     /// Compressed size.
     pub size: u64,
     /// Chunk size announced by the neighbour.
@@ -83,7 +83,7 @@ pub struct ChunkedDownload<F> {
 }
 
 /// A finished download: the sink of the decompressed bytes and the compressed tee, if any.
-pub struct Downloaded<W> {
+pub(super) struct Downloaded<W> {
     /// The decompressed output.
     pub sink: W,
     /// The compressed tee.
@@ -93,7 +93,7 @@ pub struct Downloaded<W> {
 /// Downloads `size` compressed bytes in chunks from `neighbour`, decompressing them into `sink` on a blocking
 /// thread. Checks per chunk `len ≤ chunk_size` and `downloaded ≤ size`, and at the end `downloaded == size`.
 /// A chunk that fails a check is rejected (−8), a good one accepted (+8).
-pub async fn download_chunks<W, F>(
+pub(super) async fn download_chunks<W, F>(
     client: &PublicOverlayClient,
     neighbour: &Arc<Neighbour>,
     download: ChunkedDownload<F>,

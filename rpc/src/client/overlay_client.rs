@@ -351,7 +351,7 @@ async fn query_raw(
             if let Some(c) = e.downcast_ref::<ConnectionError>() {
                 match c {
                     ConnectionError::InvalidAddress | ConnectionError::InvalidCertificate => {
-                        neighbour.punish(Punishment::Malicious)
+                        neighbour.punish(Punishment::Malicious);
                     }
                     ConnectionError::Timeout => neighbour.punish(Punishment::Slow),
                     _ => {}

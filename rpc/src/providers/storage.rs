@@ -198,10 +198,8 @@ mod tests {
         let provider = open(dir.path());
         let id = block();
         let states = provider.storage.persistent_states();
-        states
-            .store(&id, StateKind::Shard, &vec![7u8; MIB as usize])
-            .unwrap();
-        states.store(&id, StateKind::Queue, &[8u8; 10]).unwrap();
+        states.store(&id, Shard, &vec![7u8; MIB as usize]).unwrap();
+        states.store(&id, Queue, &[8u8; 10]).unwrap();
         use StateKind::*;
         use StatePart::*;
         let chunk = |offset, kind, part| {

@@ -18,7 +18,7 @@ use tycho_types::prelude::HashBytes;
 
 /// One stored block.
 #[derive(Clone, Default)]
-pub struct StubBlock {
+pub(crate) struct StubBlock {
     pub flags: HandleFlags,
     pub data: Option<Bytes>,
     pub proof: Option<Bytes>,
@@ -28,7 +28,7 @@ pub struct StubBlock {
 
 /// An in-memory storage view.
 #[derive(Default)]
-pub struct StubStorage {
+pub(crate) struct StubStorage {
     pub blocks: Mutex<HashMap<BlockId, StubBlock>>,
     pub key_blocks: Mutex<BTreeMap<u32, BlockId>>,
     pub zerostate_proof: Mutex<Option<Bytes>>,
@@ -36,7 +36,7 @@ pub struct StubStorage {
 }
 
 impl StubStorage {
-    pub fn insert_full(&self, id: BlockId, data: Bytes) {
+    pub(crate) fn insert_full(&self, id: BlockId, data: Bytes) {
         self.blocks.lock().insert(
             id,
             StubBlock {
@@ -129,7 +129,7 @@ impl BlockStorageView for StubStorage {
 
 /// An in-memory provider whose answers tests set directly.
 #[derive(Default)]
-pub struct StubProvider {
+pub(crate) struct StubProvider {
     pub archive_info: Mutex<HashMap<u32, ArchiveLookup>>,
     pub archives: Mutex<HashMap<u32, Bytes>>,
     pub states: Mutex<HashMap<(BlockId, StateKind), StateInfo>>,
@@ -139,7 +139,7 @@ pub struct StubProvider {
 }
 
 impl StubProvider {
-    pub fn new(chunk_size: u64) -> Self {
+    pub(crate) fn new(chunk_size: u64) -> Self {
         Self {
             chunk_size,
             ..Default::default()
@@ -220,13 +220,19 @@ impl RpcDataProvider for StubProvider {
 }
 
 /// Stores state bytes for a part.
-pub fn put_state(p: &StubProvider, block: BlockId, kind: StateKind, part: StatePart, data: Bytes) {
+pub(crate) fn put_state(
+    p: &StubProvider,
+    block: BlockId,
+    kind: StateKind,
+    part: StatePart,
+    data: Bytes,
+) {
     p.state_data
         .lock()
         .insert((block, kind, part_key(part)), data);
 }
 
-pub fn mc_block(seqno: u32, fill: u8) -> BlockId {
+pub(crate) fn mc_block(seqno: u32, fill: u8) -> BlockId {
     BlockId {
         shard: ShardIdent::MASTERCHAIN,
         seqno,
@@ -235,7 +241,7 @@ pub fn mc_block(seqno: u32, fill: u8) -> BlockId {
     }
 }
 
-pub fn shard_block(seqno: u32, fill: u8) -> BlockId {
+pub(crate) fn shard_block(seqno: u32, fill: u8) -> BlockId {
     BlockId {
         shard: ShardIdent::new_full(0),
         seqno,
@@ -244,7 +250,10 @@ pub fn shard_block(seqno: u32, fill: u8) -> BlockId {
     }
 }
 
-pub fn service(storage: Arc<StubStorage>, provider: Arc<StubProvider>) -> BlockchainRpcService {
+pub(crate) fn service(
+    storage: Arc<StubStorage>,
+    provider: Arc<StubProvider>,
+) -> BlockchainRpcService {
     BlockchainRpcService::builder()
         .with_storage(storage)
         .with_provider(provider)
@@ -253,7 +262,7 @@ pub fn service(storage: Arc<StubStorage>, provider: Arc<StubProvider>) -> Blockc
 }
 
 /// Sends a request value and decodes `overlay.response<T>`; panics on no answer.
-pub async fn ask<T, R>(service: &BlockchainRpcService, request: R) -> OverlayResponse<T>
+pub(crate) async fn ask<T, R>(service: &BlockchainRpcService, request: R) -> OverlayResponse<T>
 where
     R: TlWrite<Repr = tl_proto::Boxed>,
     for<'a> T: TlRead<'a, Repr = tl_proto::Boxed>,
@@ -263,10 +272,10 @@ where
     tl_proto::deserialize::<OverlayResponse<T>>(&answer).expect("a decodable answer")
 }
 
-pub fn data_of(r: OverlayResponse<proto::Data>) -> Bytes {
+pub(crate) fn data_of(r: OverlayResponse<proto::Data>) -> Bytes {
     match r {
         OverlayResponse::Ok(d) => d.data,
         OverlayResponse::Err(code) => panic!("err {code}"),
     }
 }
-pub mod net;
+pub(crate) mod net;

@@ -10,13 +10,13 @@ use regolith_rpc::config::RateLimitsConfig;
 use regolith_rpc::network::{BlockchainNetwork, NetworkSettings, RawOverlayClient};
 use regolith_rpc::BlockchainRpcService;
 
-pub const OVERLAY_ID: [u8; 32] = [0x42; 32];
+pub(crate) const OVERLAY_ID: [u8; 32] = [0x42; 32];
 
-pub fn addr(last: u8) -> SocketAddr {
+pub(crate) fn addr(last: u8) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::new(127, 0, 0, last), 0))
 }
 
-pub fn server(
+pub(crate) fn server(
     ip_last: u8,
     service: BlockchainRpcService,
     rate_limits: Option<RateLimitsConfig>,
@@ -41,13 +41,13 @@ pub fn server(
     .unwrap()
 }
 
-pub fn client(ip_last: u8, server: &BlockchainNetwork) -> RawOverlayClient {
+pub(crate) fn client(ip_last: u8, server: &BlockchainNetwork) -> RawOverlayClient {
     let info = Arc::new(server.signed_peer_info(Duration::from_secs(3600)));
     RawOverlayClient::connect(addr(ip_last), OVERLAY_ID, info, Default::default()).unwrap()
 }
 
 /// A query with a bounded wait; `None` = no answer (transport error or timeout).
-pub async fn try_query(client: &RawOverlayClient, body: Bytes) -> Option<Bytes> {
+pub(crate) async fn try_query(client: &RawOverlayClient, body: Bytes) -> Option<Bytes> {
     match tokio::time::timeout(Duration::from_secs(5), client.query(body)).await {
         Ok(Ok(bytes)) => Some(bytes),
         _ => None,
@@ -55,7 +55,7 @@ pub async fn try_query(client: &RawOverlayClient, body: Bytes) -> Option<Bytes> 
 }
 
 /// Overlay and DHT periods of 1 s with 1 s jitter (§10 setup), so entries spread in seconds.
-pub fn fast_settings(ip_last: u8, overlay_id: [u8; 32]) -> NetworkSettings {
+pub(crate) fn fast_settings(ip_last: u8, overlay_id: [u8; 32]) -> NetworkSettings {
     let mut secret_key = [0u8; 32];
     rand::Rng::fill(&mut rand::thread_rng(), &mut secret_key);
     let (overlay, dht) = regolith_rpc::network::quick_discovery();
@@ -74,14 +74,14 @@ pub fn fast_settings(ip_last: u8, overlay_id: [u8; 32]) -> NetworkSettings {
 }
 
 /// A fresh overlay id: scenarios in separate overlays do not see each other's nodes.
-pub fn new_overlay() -> [u8; 32] {
+pub(crate) fn new_overlay() -> [u8; 32] {
     let mut id = [0u8; 32];
     rand::Rng::fill(&mut rand::thread_rng(), &mut id);
     id
 }
 
 /// A node of overlay `overlay_id` with fast periods, serving `service`.
-pub fn fast_node<S>(ip_last: u8, overlay_id: [u8; 32], service: S) -> BlockchainNetwork
+pub(crate) fn fast_node<S>(ip_last: u8, overlay_id: [u8; 32], service: S) -> BlockchainNetwork
 where
     S: tycho_network::Service<
             tycho_network::ServiceRequest,
@@ -95,7 +95,7 @@ where
 
 /// Adds every node's signed peer info to every other node's DHT, then waits until every overlay lists every
 /// other peer with a resolved address.
-pub async fn connect_all(nodes: &[&BlockchainNetwork]) {
+pub(crate) async fn connect_all(nodes: &[&BlockchainNetwork]) {
     for a in nodes {
         let info = Arc::new(a.signed_peer_info(Duration::from_secs(3600)));
         for b in nodes {

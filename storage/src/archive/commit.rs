@@ -95,7 +95,8 @@ pub(crate) fn commit_archive(db: &CoreDb, dir: &Path, id: u32, zstd_level: i32) 
     let file = std::fs::File::create(&tmp).map_err(io_err("creating"))?;
     let mut encoder = zstd::stream::write::Encoder::new(std::io::BufWriter::new(file), zstd_level)
         .map_err(io_err("starting zstd for"))?;
-    let workers = (std::thread::available_parallelism().map_or(1, |n| n.get()) / 4).max(1);
+    let workers =
+        (std::thread::available_parallelism().map_or(1, std::num::NonZero::get) / 4).max(1);
     if workers > 1 {
         // Multithreading is an optimisation; a build without it still writes a valid archive.
         let _ = encoder.multithread(workers as u32);

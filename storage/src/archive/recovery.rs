@@ -47,7 +47,7 @@ pub(crate) fn recover(shared: &ArchiveShared, read_only: bool) -> Result<Archive
     let db = &shared.db;
     let read_dir = |dir: &std::path::Path| -> Result<Vec<std::fs::DirEntry>> {
         std::fs::read_dir(dir)
-            .and_then(|it| it.collect::<std::io::Result<Vec<_>>>())
+            .and_then(Iterator::collect::<std::io::Result<Vec<_>>>)
             .map_err(StorageError::io(format!("listing {}", dir.display())))
     };
 
@@ -152,7 +152,7 @@ pub(crate) fn recover(shared: &ArchiveShared, read_only: bool) -> Result<Archive
         match shared.commit(id) {
             Ok(()) => stats.archives_recommitted += 1,
             Err(e) => {
-                tracing::error!(archive_id = id, error = %e, "pending archive commit failed at startup")
+                tracing::error!(archive_id = id, error = %e, "pending archive commit failed at startup");
             }
         }
     }

@@ -8,7 +8,7 @@ use crate::error::{Result, StorageError};
 use crate::tables::{KeyBlocks, KeyRange, SeqnoKey, StoredBlockId};
 
 /// Persistent window: 2^17 seconds.
-pub const PERSISTENT_WINDOW_SHIFT: u32 = 17;
+pub(super) const PERSISTENT_WINDOW_SHIFT: u32 = 17;
 
 /// Direction of a key-block iteration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub enum KeyBlocksDirection {
 }
 
 /// Whether a key block with time `t` is persistent relative to the preceding key block with time `p`.
-pub fn is_persistent_key_block(t: u32, p: u32) -> bool {
+pub(super) fn is_persistent_key_block(t: u32, p: u32) -> bool {
     (t >> PERSISTENT_WINDOW_SHIFT) != (p >> PERSISTENT_WINDOW_SHIFT)
 }
 

@@ -9,27 +9,27 @@ use regolith_formats::{BlockId, HashBytes, ShardIdent};
 use regolith_storage::{NewBlockMeta, Storage, StorageConfig};
 use tempfile::TempDir;
 
-pub fn fixtures() -> PathBuf {
+pub(crate) fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
 }
 
-pub fn fixture(name: &str) -> Vec<u8> {
+pub(crate) fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(fixtures().join(name)).unwrap()
 }
 
 /// A storage in a temp dir that can be reopened.
-pub struct TempStorage {
+pub(crate) struct TempStorage {
     pub dir: TempDir,
     pub config: StorageConfig,
     pub storage: Option<Storage>,
 }
 
 impl TempStorage {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with_config(|_| {})
     }
 
-    pub fn with_config(f: impl FnOnce(&mut StorageConfig)) -> Self {
+    pub(crate) fn with_config(f: impl FnOnce(&mut StorageConfig)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut config = StorageConfig::new(dir.path());
         f(&mut config);
@@ -41,15 +41,15 @@ impl TempStorage {
         }
     }
 
-    pub fn s(&self) -> &Storage {
+    pub(crate) fn s(&self) -> &Storage {
         self.storage.as_ref().unwrap()
     }
 
-    pub fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         self.storage.take();
     }
 
-    pub fn reopen(&mut self) -> &Storage {
+    pub(crate) fn reopen(&mut self) -> &Storage {
         self.storage.take();
         self.storage = Some(Storage::open(self.config.clone()).unwrap());
         self.s()
@@ -65,7 +65,7 @@ fn hash_of(parts: &[&[u8]]) -> HashBytes {
 }
 
 /// A synthetic id; `variant` changes the root hash (forks).
-pub fn synthetic_id(shard: ShardIdent, seqno: u32, variant: u8) -> BlockId {
+pub(crate) fn synthetic_id(shard: ShardIdent, seqno: u32, variant: u8) -> BlockId {
     let tag = [
         &shard.workchain().to_le_bytes()[..],
         &shard.prefix().to_le_bytes(),
@@ -81,15 +81,15 @@ pub fn synthetic_id(shard: ShardIdent, seqno: u32, variant: u8) -> BlockId {
     }
 }
 
-pub fn mc_id(seqno: u32) -> BlockId {
+pub(crate) fn mc_id(seqno: u32) -> BlockId {
     synthetic_id(ShardIdent::MASTERCHAIN, seqno, 0)
 }
 
-pub fn shard_id(seqno: u32) -> BlockId {
+pub(crate) fn shard_id(seqno: u32) -> BlockId {
     synthetic_id(ShardIdent::BASECHAIN, seqno, 0)
 }
 
-pub fn meta(ref_by_mc_seqno: u32) -> NewBlockMeta {
+pub(crate) fn meta(ref_by_mc_seqno: u32) -> NewBlockMeta {
     NewBlockMeta {
         is_key_block: false,
         gen_utime: 1000 + ref_by_mc_seqno,
@@ -99,7 +99,7 @@ pub fn meta(ref_by_mc_seqno: u32) -> NewBlockMeta {
 
 /// One block of archive_1 with its parts.
 #[derive(Clone)]
-pub struct ArchiveBlock {
+pub(crate) struct ArchiveBlock {
     pub id: BlockId,
     pub data: Vec<u8>,
     pub proof: Vec<u8>,
@@ -109,12 +109,12 @@ pub struct ArchiveBlock {
 }
 
 /// The decompressed bytes of archive_1.
-pub fn archive_1_decompressed() -> Vec<u8> {
+pub(crate) fn archive_1_decompressed() -> Vec<u8> {
     zstd::stream::decode_all(&fixture("archive_1.bin")[..]).unwrap()
 }
 
 /// archive_1's blocks in Block order. Each shard block is referenced by the mc block right after it.
-pub fn archive_1_blocks() -> Vec<ArchiveBlock> {
+pub(crate) fn archive_1_blocks() -> Vec<ArchiveBlock> {
     let entries: Vec<_> = ArchiveReader::new_compressed(&fixture("archive_1.bin")[..])
         .unwrap()
         .collect::<Result<_, _>>()
@@ -147,7 +147,7 @@ pub fn archive_1_blocks() -> Vec<ArchiveBlock> {
 }
 
 impl ArchiveBlock {
-    pub fn meta(&self) -> NewBlockMeta {
+    pub(crate) fn meta(&self) -> NewBlockMeta {
         NewBlockMeta {
             is_key_block: false,
             gen_utime: self.gen_utime,
@@ -157,7 +157,10 @@ impl ArchiveBlock {
 }
 
 /// Stores all three parts of a block; returns the handle.
-pub async fn store_parts(storage: &Storage, b: &ArchiveBlock) -> regolith_storage::BlockHandle {
+pub(crate) async fn store_parts(
+    storage: &Storage,
+    b: &ArchiveBlock,
+) -> regolith_storage::BlockHandle {
     let c = storage.components();
     let h = c
         .store_block_data(&b.id, Bytes::from(b.data.clone()), b.meta())
@@ -174,7 +177,7 @@ pub async fn store_parts(storage: &Storage, b: &ArchiveBlock) -> regolith_storag
 }
 
 /// "Ingest archive_1" (storage.md §12).
-pub async fn ingest_archive_1(storage: &Storage) -> Vec<ArchiveBlock> {
+pub(crate) async fn ingest_archive_1(storage: &Storage) -> Vec<ArchiveBlock> {
     let blocks = archive_1_blocks();
     for b in &blocks {
         let h = store_parts(storage, b).await;
