@@ -146,6 +146,117 @@ fn read_entries(path: &Path) -> Result<ReadArchive> {
     Ok((parts, order, reader.offset(), error))
 }
 
+/// Where checked blocks came from, for messages: the archive file with each block's entry offset, or a
+/// download.
+struct Origin {
+    name: String,
+    offsets: HashMap<BlockId, u64>,
+}
+
+impl Origin {
+    /// "ORIGIN: block ID at offset N" (the offset only for archive entries).
+    fn location(&self, id: &BlockId) -> String {
+        match self.offsets.get(id) {
+            Some(offset) => format!("{}: block {id} at offset {offset}", self.name),
+            None => format!("{}: block {id}", self.name),
+        }
+    }
+
+    /// "ORIGIN: block ID (entry at offset N): WHAT".
+    fn at(&self, id: &BlockId, what: &str) -> String {
+        match self.offsets.get(id) {
+            Some(offset) => format!(
+                "{}: block {id} (entry at offset {offset}): {what}",
+                self.name
+            ),
+            None => format!("{}: block {id}: {what}", self.name),
+        }
+    }
+}
+
+/// Blocks checked once each ([`CheckedBlock::check`]) and ready to apply: read from an archive, or
+/// downloaded by sync. A block that did not check stays as the error that stops the apply at that block, so
+/// that everything before it is still applied.
+pub struct CheckedBlocks {
+    origin: Origin,
+    /// The blocks in the order they came.
+    order: Vec<BlockId>,
+    checked: HashMap<BlockId, CheckedBlock>,
+    failures: HashMap<BlockId, anyhow::Error>,
+    /// The error that stopped reading the archive early (what came before it is kept).
+    read_error: Option<anyhow::Error>,
+    decompressed_bytes: u64,
+    /// The archive file, if they were read from one.
+    file: String,
+}
+
+impl CheckedBlocks {
+    /// Reads an archive file and checks every block of it.
+    pub fn read_archive(path: &Path) -> Result<Self> {
+        let (mut parts, order, decompressed_bytes, read_error) = read_entries(path)?;
+        let file = path.display().to_string();
+        let mut blocks = Self::new(file.clone(), order.len());
+        blocks.read_error = read_error;
+        blocks.decompressed_bytes = decompressed_bytes;
+        blocks.file = file;
+        for id in order {
+            let p = parts.remove(&id).unwrap_or_default();
+            blocks.origin.offsets.insert(id, entry_offset(&p));
+            let checked = check_parts(&id, p);
+            blocks.push(id, checked);
+        }
+        Ok(blocks)
+    }
+
+    /// Downloaded blocks, each checked already ([`crate::block_check::check_downloaded_block`]); the apply
+    /// order is planned from the blocks' own references, whatever order they come in.
+    pub fn downloaded(origin: String, blocks: Vec<CheckedBlock>) -> Self {
+        let mut all = Self::new(origin, blocks.len());
+        for block in blocks {
+            all.push(*block.id(), Ok(block));
+        }
+        all
+    }
+
+    fn new(origin: String, capacity: usize) -> Self {
+        Self {
+            origin: Origin {
+                name: origin,
+                offsets: HashMap::new(),
+            },
+            order: Vec::with_capacity(capacity),
+            checked: HashMap::with_capacity(capacity),
+            failures: HashMap::new(),
+            read_error: None,
+            decompressed_bytes: 0,
+            file: String::new(),
+        }
+    }
+
+    fn push(&mut self, id: BlockId, checked: Result<CheckedBlock>) {
+        self.order.push(id);
+        match checked {
+            Ok(c) => {
+                self.checked.insert(id, c);
+            }
+            Err(e) => {
+                let at = self.origin.location(&id);
+                self.failures.insert(id, e.context(at));
+            }
+        }
+    }
+
+    /// Number of blocks.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Whether there are no blocks.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+}
+
 /// Imports one archive file. Blocks are applied in order (each mc block after the shard blocks it
 /// references); everything stored before a bad entry stays valid.
 pub async fn import_archive(
@@ -166,35 +277,46 @@ pub async fn import_archive_with(
     options: &ImportOptions,
 ) -> Result<ImportReport> {
     let started = Instant::now();
-    let (mut parts, order, decompressed_bytes, read_error) = read_entries(path)?;
+    let blocks = CheckedBlocks::read_archive(path)?;
+    apply_blocks(storage, queue, blocks, progress, options, started).await
+}
+
+/// Applies checked blocks through the apply path of `regolith import`: proofs verified, each mc block after
+/// the shard blocks it references, then storage, connections, archives, the queue and the group commit.
+/// Nothing of a block is parsed or hashed again.
+pub async fn apply_checked_blocks(
+    storage: &Storage,
+    queue: &NodeQueue,
+    blocks: CheckedBlocks,
+    progress: &Progress,
+) -> Result<ImportReport> {
+    let options = ImportOptions::default();
+    apply_blocks(storage, queue, blocks, progress, &options, Instant::now()).await
+}
+
+async fn apply_blocks(
+    storage: &Storage,
+    queue: &NodeQueue,
+    blocks: CheckedBlocks,
+    progress: &Progress,
+    options: &ImportOptions,
+    started: Instant,
+) -> Result<ImportReport> {
+    let CheckedBlocks {
+        origin,
+        order,
+        mut checked,
+        mut failures,
+        read_error,
+        decompressed_bytes,
+        file,
+    } = blocks;
     let mut report = ImportReport {
-        file: path.display().to_string(),
+        file,
         blocks_in_archive: order.len(),
         decompressed_bytes,
         ..Default::default()
     };
-
-    // Check every block; remember failures so that the import can stop exactly there.
-    let mut checked: HashMap<BlockId, CheckedBlock> = HashMap::new();
-    let mut failures: HashMap<BlockId, anyhow::Error> = HashMap::new();
-    let mut offsets: HashMap<BlockId, u64> = HashMap::new();
-    for id in &order {
-        let p = parts.remove(id).unwrap_or_default();
-        let offset = entry_offset(&p);
-        offsets.insert(*id, offset);
-        match check_parts(id, p) {
-            Ok(c) => {
-                checked.insert(*id, c);
-            }
-            Err(e) => {
-                failures.insert(
-                    *id,
-                    e.context(format!("{}: block {id} at offset {offset}", path.display())),
-                );
-            }
-        }
-    }
-    drop(parts);
 
     // Which mc block references each shard block: walk back from the top shard blocks of every mc block.
     let mut mc_blocks: Vec<BlockId> = order
@@ -255,7 +377,7 @@ pub async fn import_archive_with(
     // Mc blocks checked (and, with verification, proven) in this pass: their shard blocks may be stored.
     let mut trusted_mc: HashSet<u32> = HashSet::new();
 
-    progress.start(path, plan.len() as u64);
+    progress.start(Path::new(&origin.name), plan.len() as u64);
     let mut bytes_done = 0u64;
     // The first diff of each shard in this pass is applied without the continuity check (queue.md §5.1).
     let mut queue_started: HashSet<regolith_formats::ShardIdent> = HashSet::new();
@@ -273,14 +395,14 @@ pub async fn import_archive_with(
                 let Some(&mc_id) = mc_by_seqno.get(&ref_mc) else {
                     bail!(
                         "{}: block {id} is planned after mc block {ref_mc}, which is not in the archive",
-                        path.display()
+                        origin.name
                     );
                 };
                 if let Some(e) = failures.remove(&mc_id) {
                     return Err(e);
                 }
                 if let Some(verifier) = verifier.as_mut() {
-                    verify_proof(verifier, path, &checked[&mc_id], offsets[&mc_id]).await?;
+                    verify_proof(verifier, &origin, &checked[&mc_id]).await?;
                 }
                 trusted_mc.insert(ref_mc);
             }
@@ -290,23 +412,17 @@ pub async fn import_archive_with(
             let c = checked
                 .remove(&id)
                 .expect("every planned block without a failure was checked");
-            let offset = offsets[&id];
             if !id.is_masterchain() {
                 if let Some(verifier) = verifier.as_mut() {
-                    verify_proof(verifier, path, &c, offset).await?;
+                    verify_proof(verifier, &origin, &c).await?;
                 }
             }
-            let at = |what: &str| {
-                format!(
-                    "{}: block {id} (entry at offset {offset}): {what}",
-                    path.display()
-                )
-            };
+            let at = |what: &str| origin.at(&id, what);
             if id.is_masterchain() {
                 if id.seqno != expected_prev_mc.seqno + 1 {
                     bail!(
                         "{}: the archive continues at mc block {}, but the last applied mc block is {}; import archives in order",
-                        path.display(),
+                        origin.name,
                         id.seqno,
                         expected_prev_mc.seqno
                     );
@@ -388,40 +504,33 @@ pub async fn import_archive_with(
     if let Some(id) = unreferenced.first() {
         bail!(
             "{}: shard block {id} is not referenced by any masterchain block of the archive ({} such blocks)",
-            path.display(),
+            origin.name,
             unreferenced.len()
         );
     }
     storage.archives().wait_for_archive_commit().await;
     report.elapsed_ms = started.elapsed().as_millis();
     tracing::info!(
-        file = %path.display(),
+        from = %origin.name,
         imported = report.blocks_imported,
         already_present = report.blocks_already_present,
         mib_per_s = bytes_done as f64 / 1048576.0 / started.elapsed().as_secs_f64().max(1e-9),
-        "archive imported"
+        "blocks applied"
     );
     Ok(report)
 }
 
-/// Verifies the signatures (mc) or the link (shard) of a checked block's proof; the error names the file,
+/// Verifies the signatures (mc) or the link (shard) of a checked block's proof; the error names the origin,
 /// the block, its offset and the reason.
 async fn verify_proof(
     verifier: &mut ProofVerifier<'_>,
-    path: &Path,
+    origin: &Origin,
     block: &CheckedBlock,
-    offset: u64,
 ) -> Result<()> {
     verifier
         .verify_parsed(block.proof())
         .await
-        .with_context(|| {
-            format!(
-                "{}: block {} (entry at offset {offset}): proof rejected, nothing of it is stored",
-                path.display(),
-                block.id()
-            )
-        })?;
+        .with_context(|| origin.at(block.id(), "proof rejected, nothing of it is stored"))?;
     Ok(())
 }
 

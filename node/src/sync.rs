@@ -2,8 +2,10 @@
 //! block, downloads it (verified as it streams) and imports it; near the tip, it asks for the next mc block
 //! with getNextBlockFull, fetches the shard blocks that block references by walking back their prev ids to
 //! what is stored, and imports that group. Both modes hand the blocks to the one apply path of
-//! `regolith import` ([`crate::import::import_archive`]), which checks every block before it stores it, writes
-//! connections, feeds the queue and moves blocks into archives. A peer whose data fails a check is punished
+//! `regolith import` ([`crate::import`]): an archive is checked block by block as it is read, downloaded blocks
+//! are checked once as they arrive ([`check_downloaded_block`]) and applied as the checked values, without
+//! being written to a file or parsed again. The apply path writes connections, feeds the queue and moves
+//! blocks into archives. A peer whose data fails a check is punished
 //! and the data is taken again from another peer.
 
 use std::collections::HashSet;
@@ -12,15 +14,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use regolith_formats::archive::{ArchiveEntryType, ArchiveWriter};
 use regolith_formats::BlockId;
 use regolith_rpc::client::{
-    ArchiveSearch, BlockDataFull, BlockchainRpcClient, DataRequirement, Neighbour, Punishment,
+    ArchiveSearch, BlockchainRpcClient, DataRequirement, Neighbour, Punishment,
 };
-use regolith_storage::{ParsedBlock, Storage};
+use regolith_storage::Storage;
 use tokio::sync::watch;
-use tycho_types::models::PrevBlockRef;
 
+use crate::block_check::check_downloaded_block;
+use crate::import::CheckedBlocks;
 use crate::progress::Progress;
 use crate::queue_sync::NodeQueue;
 
@@ -39,6 +41,21 @@ const MAX_SHARD_WALK: usize = 1000;
 enum Source {
     Archive,
     Block,
+}
+
+/// What a step downloaded: an archive file (checked as it is read), or blocks checked as they arrived.
+enum Download {
+    Archive(PathBuf),
+    Blocks(Box<CheckedBlocks>),
+}
+
+impl Download {
+    fn source(&self) -> Source {
+        match self {
+            Self::Archive(_) => Source::Archive,
+            Self::Blocks(_) => Source::Block,
+        }
+    }
 }
 
 impl Source {
@@ -202,7 +219,9 @@ impl Sync {
                         neighbour.peer_id()
                     );
                 }
-                let applied = self.import(&path, Source::Archive, &[neighbour]).await;
+                let applied = self
+                    .import(Download::Archive(path.clone()), &[neighbour])
+                    .await;
                 let _ = std::fs::remove_file(&path);
                 return applied.map(Some);
             }
@@ -225,8 +244,10 @@ impl Sync {
         };
         self.tip.note_held(last.seqno + 1);
         let mut neighbours = vec![got.neighbour.clone()];
-        let parsed = match ParsedBlock::parse(&mc.block_id, &mc.block) {
-            Ok(p) if mc.block_id.is_masterchain() && mc.block_id.seqno == last.seqno + 1 => p,
+        // Every block is checked once, here, as it arrives (hashes, proof, diff): the neighbour that sent a
+        // bad one is the one punished, and the apply path takes the checked values as they are.
+        let mc_block = match check_downloaded_block(None, &mc) {
+            Ok(c) if mc.block_id.is_masterchain() && mc.block_id.seqno == last.seqno + 1 => c,
             Ok(_) => {
                 punish(&got.neighbour, "not_next");
                 bail!(
@@ -241,9 +262,9 @@ impl Sync {
             }
         };
         // Shard blocks: from each top block back by prev ids to what is stored.
-        let mut group: Vec<BlockDataFull> = Vec::new();
+        let mut group = Vec::new();
         let mut seen = HashSet::new();
-        let mut pending = parsed.top_shard_blocks()?;
+        let mut pending: Vec<BlockId> = mc_block.top_shard_blocks().iter().map(|t| t.id).collect();
         while let Some(id) = pending.pop() {
             // Seqno 0 is the shard zerostate: stored at init, never downloaded.
             if id.seqno == 0 || !seen.insert(id) || self.is_stored(&id)? {
@@ -263,19 +284,18 @@ impl Sync {
                 bail!("no neighbour has shard block {id}");
             };
             neighbours.push(got.neighbour.clone());
-            let block = ParsedBlock::parse(&id, &data.block).inspect_err(|_| {
+            let block = check_downloaded_block(Some(&id), &data).inspect_err(|_| {
                 punish(&got.neighbour, "bad_block");
             })?;
-            pending.extend(prev_ids(&block)?);
-            group.push(data);
+            pending.extend(block.prev_ids().iter().copied());
+            group.push(block);
         }
-        group.reverse();
-        group.push(mc);
-        let path = self.dir.join(format!("block_{}.archive", last.seqno + 1));
-        write_archive(&path, &group)?;
-        let applied = self.import(&path, Source::Block, &neighbours).await;
-        let _ = std::fs::remove_file(&path);
-        applied.map(Some)
+        group.push(mc_block);
+        let origin = format!("mc block {} from the network", last.seqno + 1);
+        let blocks = CheckedBlocks::downloaded(origin, group);
+        self.import(Download::Blocks(Box::new(blocks)), &neighbours)
+            .await
+            .map(Some)
     }
 
     fn is_stored(&self, id: &BlockId) -> Result<bool> {
@@ -286,16 +306,26 @@ impl Sync {
             .is_some_and(|h| h.has_data() && h.has_proof() && h.has_queue_diff()))
     }
 
-    /// Imports a downloaded archive through the apply path of `regolith import`. A failure punishes the
-    /// neighbours it came from: the next attempt asks others.
-    async fn import(
-        &mut self,
-        path: &Path,
-        source: Source,
-        neighbours: &[Arc<Neighbour>],
-    ) -> Result<usize> {
-        match crate::import::import_archive(&self.storage, &self.queue, path, &self.progress).await
-        {
+    /// Applies a download through the apply path of `regolith import`. A failure punishes the neighbours
+    /// it came from: the next attempt asks others.
+    async fn import(&mut self, download: Download, neighbours: &[Arc<Neighbour>]) -> Result<usize> {
+        let source = download.source();
+        let applied = match download {
+            Download::Archive(path) => {
+                crate::import::import_archive(&self.storage, &self.queue, &path, &self.progress)
+                    .await
+            }
+            Download::Blocks(blocks) => {
+                crate::import::apply_checked_blocks(
+                    &self.storage,
+                    &self.queue,
+                    *blocks,
+                    &self.progress,
+                )
+                .await
+            }
+        };
+        match applied {
             Ok(report) => {
                 metrics::counter!("regolith_sync_blocks_total", "source" => source.label())
                     .increment(report.blocks_imported as u64);
@@ -335,54 +365,6 @@ fn punish(neighbour: &Neighbour, reason: &'static str) {
     fail(reason);
     neighbour.punish(Punishment::Malicious);
     tracing::warn!(peer = %neighbour.peer_id(), reason, "punished a peer for invalid data");
-}
-
-/// The ids a block names as its predecessors.
-fn prev_ids(block: &ParsedBlock) -> Result<Vec<BlockId>> {
-    let info = block.block.load_info().context("block info")?;
-    Ok(match info.load_prev_ref().context("prev ref")? {
-        PrevBlockRef::Single(r) => {
-            let shard = if info.after_split {
-                block
-                    .id
-                    .shard
-                    .merge()
-                    .ok_or_else(|| anyhow!("after_split on a full shard"))?
-            } else {
-                block.id.shard
-            };
-            vec![r.as_block_id(shard)]
-        }
-        PrevBlockRef::AfterMerge { left, right } => {
-            let (l, r) = block
-                .id
-                .shard
-                .split()
-                .ok_or_else(|| anyhow!("after_merge on an unsplittable shard"))?;
-            vec![left.as_block_id(l), right.as_block_id(r)]
-        }
-    })
-}
-
-/// Writes downloaded blocks as a zstd archive, in apply order.
-fn write_archive(path: &Path, blocks: &[BlockDataFull]) -> Result<()> {
-    let file =
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let encoder = zstd::stream::write::Encoder::new(std::io::BufWriter::new(file), 1)?;
-    let mut writer = ArchiveWriter::new(encoder)?;
-    for ty in ArchiveEntryType::ALL {
-        for b in blocks {
-            let data = match ty {
-                ArchiveEntryType::Block => &b.block,
-                ArchiveEntryType::Proof => &b.proof,
-                ArchiveEntryType::QueueDiff => &b.queue_diff,
-            };
-            writer.write_entry(&b.block_id, ty, data)?;
-        }
-    }
-    let mut out = writer.finish().finish()?;
-    std::io::Write::flush(&mut out)?;
-    Ok(())
 }
 
 /// How often the tip probe runs.

@@ -418,7 +418,7 @@ impl BlockComponentStorage {
     }
 
     /// Test helper: stores arbitrary component bytes with its flag, in one batch, compressing them.
-    #[doc(hidden)]
+    #[cfg(feature = "test-utils")]
     pub fn store_raw_component_for_tests(
         &self,
         handle: &BlockHandle,
@@ -644,7 +644,7 @@ impl BlockComponentStorage {
     }
 
     /// Number of ids with data waiters (tests).
-    #[doc(hidden)]
+    #[cfg(feature = "test-utils")]
     pub fn data_waiter_keys(&self) -> usize {
         self.data_subscriptions.len()
     }

@@ -106,7 +106,7 @@ impl BlockConnectionStorage {
     }
 
     /// Number of ids with Next1 waiters (tests).
-    #[doc(hidden)]
+    #[cfg(feature = "test-utils")]
     pub fn next1_waiter_keys(&self) -> usize {
         self.next1_subscriptions.len()
     }

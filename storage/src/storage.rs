@@ -157,8 +157,13 @@ impl Storage {
         Ok(self.0.db.sync_wal()?)
     }
 
-    /// The raw database (tools and tests).
-    #[doc(hidden)]
+    /// Flushes the memtables of every table to SST files (benchmarks measure reads from files this way).
+    pub fn flush(&self) -> Result<()> {
+        Ok(self.0.db.flush_all()?)
+    }
+
+    /// The raw database, for tests that check or corrupt rows.
+    #[cfg(feature = "test-utils")]
     pub fn db(&self) -> &CoreDb {
         &self.0.db
     }
@@ -175,7 +180,7 @@ impl Storage {
         self.0.components.wait_for_block(&next, left).await
     }
 
-    /// Removes every block below `target` that GC does not keep (public for tests); on the blocking pool.
+    /// Removes every block below `target` that GC does not keep, on the blocking pool (the block GC's step).
     pub async fn remove_blocks(
         &self,
         target: u32,

@@ -219,7 +219,7 @@ fn run_case(case: Case, w: &Workload) -> Result<f64> {
         _ => held,
     };
     if case == Case::LoadColdFlushed {
-        storage.db().flush_all()?;
+        storage.flush()?;
     }
 
     let start = Instant::now();

@@ -312,8 +312,8 @@ impl ArchiveStorage {
         })
     }
 
-    /// Commits an archive now, on this thread (tests and tools); the result is returned instead of logged.
-    #[doc(hidden)]
+    /// Commits an archive now, on this thread (tests); the result is returned instead of logged.
+    #[cfg(feature = "test-utils")]
     pub fn commit_archive_now(&self, id: u32) -> Result<()> {
         self.shared.commit(id)
     }
