@@ -127,7 +127,8 @@ impl Neighbours {
 
     /// One update tick (§8.1 item 2): `candidates` were drawn by the caller (`keep + (keep − active)` random
     /// ones). Drops unreliable or expired neighbours, churns the lowest-scored one if the set is still full,
-    /// then appends new candidates up to `keep`.
+    /// then appends new candidates up to `keep`: none dropped within `readmit_after`, unless that would leave
+    /// the set empty.
     pub fn update(&self, candidates: Vec<Candidate>, now: u32) {
         let mut inner = self.inner.write();
         let before: Vec<PeerId> = inner.set.iter().map(|n| *n.peer_id()).collect();
@@ -141,15 +142,31 @@ impl Neighbours {
                 inner.set.remove(worst);
             }
         }
-        for c in candidates {
+        for c in &candidates {
             if inner.set.len() >= self.keep {
                 break;
             }
             if before.contains(&c.peer_id) || inner.dropped.contains_key(&c.peer_id) {
                 continue;
             }
-            let n = self.make(c);
+            let n = self.make(*c);
             inner.set.push(n);
+        }
+        // Every candidate was dropped lately (a partition times every query out): rather than stay without a
+        // neighbour until the bans end, and sync from nobody long after the network is back, take them back
+        // with fresh scores. Those that still fail are dropped again.
+        if inner.set.is_empty() {
+            for c in candidates {
+                if inner.set.len() >= self.keep {
+                    break;
+                }
+                if before.contains(&c.peer_id) {
+                    continue;
+                }
+                inner.dropped.remove(&c.peer_id);
+                let n = self.make(c);
+                inner.set.push(n);
+            }
         }
         rebuild(&mut inner);
         drop(inner);
@@ -296,6 +313,39 @@ mod tests {
         assert_eq!(set.len(), 2);
         set.apply(1000);
         assert!(set.is_empty());
+    }
+
+    #[test]
+    fn a_set_whose_every_candidate_was_dropped_takes_them_back_rather_than_stay_empty() {
+        // Two peers, both dropped for timeouts during a partition; the ban lasts 120 s.
+        let set = Neighbours::new(5, Duration::from_millis(300), Duration::from_secs(120));
+        set.init(vec![candidate(1), candidate(2)]);
+        for n in set.get() {
+            n.punish(Punishment::Malicious);
+        }
+        set.apply(10);
+        assert!(set.is_empty());
+        // The partition heals a second later: both come back at the next tick, with fresh scores.
+        set.update(vec![candidate(1), candidate(2)], 11);
+        assert_eq!(set.len(), 2);
+        assert!(set.get().iter().all(|n| n.is_reliable()));
+        assert_eq!(
+            set.choose_multiple(10, NeighbourType::Reliable, None).len(),
+            2
+        );
+        // With another candidate at hand, a dropped peer waits out its ban.
+        let gone = *set.get()[0].peer_id();
+        set.get()[0].punish(Punishment::Malicious);
+        set.apply(12);
+        assert_eq!(set.len(), 1);
+        set.update(vec![candidate(1), candidate(2), candidate(3)], 13);
+        let now: Vec<PeerId> = set.get().iter().map(|n| *n.peer_id()).collect();
+        assert_eq!(now.len(), 2, "{now:?}");
+        assert!(
+            !now.contains(&gone),
+            "a banned peer stays out while others exist"
+        );
+        assert!(now.contains(&PeerId([3; 32])));
     }
 
     #[test]
