@@ -40,8 +40,9 @@ fn a_node_three_hops_away_syncs_through_the_relays() {
     }
     ok(&data[0], &["import", "--quiet", &archive_1()]);
     // Node k knows only node k−1 (`init` writes the node's own signed peer info as its bootstrap peer).
+    let own: Vec<_> = data.iter().map(|d| own_peer(d)).collect();
     for k in 1..NODES {
-        set_bootstrap_peers(&data[k], vec![own_peer(&data[k - 1])]);
+        set_bootstrap_peers(&data[k], vec![own[k - 1].clone()]);
     }
 
     let started = Instant::now();
