@@ -52,14 +52,14 @@ struct Net {
 }
 
 impl Net {
-    /// `label` and `net` keep scenarios that run side by side apart: nodes at 10.{net}.0.k, links on
-    /// 10.{net+1}.k.0/30 (line.rs uses 10.77 and 10.78).
-    fn new(label: &str, net: u8, impairment: Impairment) -> Self {
+    /// `label` and `subnet` keep scenarios that run side by side apart: nodes at 10.{subnet}.0.k, links on
+    /// 10.{subnet+1}.k.0/30 (line.rs uses 10.77 and 10.78).
+    fn new(label: &str, subnet: u8, impairment: Impairment) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let namespaces = Namespaces::new(label, 3, &format!("10.{net}.0"));
+        let namespaces = Namespaces::new(label, 3, &format!("10.{subnet}.0"));
         let links = SERVERS
             .iter()
-            .map(|&s| namespaces.link(FRESH, s, &format!("10.{}.{s}", net + 1)))
+            .map(|&s| namespaces.link(FRESH, s, &format!("10.{}.{s}", subnet + 1)))
             .collect();
         for &s in &SERVERS {
             assert!(namespaces.reaches(FRESH, s) && namespaces.reaches(s, FRESH));
@@ -115,8 +115,9 @@ struct Outcome {
 }
 
 /// Runs the scenario: the servers first, then the fresh node until it holds mc block 100; applies the fault
-/// on the way and checks that the fresh node ends identical to a server that stayed up.
-fn sync_under(fault: Fault, label: &str, net: u8) -> Duration {
+/// on the way and checks that the fresh node ends identical to a server that stayed up. The sync time runs
+/// from the fresh node's start (peer discovery included) to mc block 100.
+fn sync_under(fault: Fault, label: &str, subnet: u8) -> Duration {
     let impairment = match fault {
         Fault::Loss => Impairment {
             loss: 0.05,
@@ -134,20 +135,20 @@ fn sync_under(fault: Fault, label: &str, net: u8) -> Duration {
         },
         Fault::None | Fault::Partition => Impairment::default(),
     };
-    let net_ = Net::new(label, net, impairment);
+    let net = Net::new(label, subnet, impairment);
     let mut nodes = Nodes(
         SERVERS
             .iter()
-            .map(|&s| net_.namespaces.run(s, net_.data(s)))
+            .map(|&s| net.namespaces.run(s, net.data(s)))
             .collect(),
     );
     let started = Instant::now();
-    nodes.0.push(net_.namespaces.run(FRESH, net_.data(FRESH)));
+    nodes.0.push(net.namespaces.run(FRESH, net.data(FRESH)));
     let outcome = match fault {
-        Fault::KillServer => kill_during_an_archive_download(&net_, &mut nodes, started),
-        Fault::Partition => partition_for_10_s(&net_, started),
+        Fault::KillServer => kill_during_an_archive_download(&net, &mut nodes, started),
+        Fault::Partition => partition_for_10_s(&net, started),
         _ => Outcome {
-            elapsed: wait_for_the_chain(&net_, started),
+            elapsed: wait_for_the_chain(&net, started),
             reference: 1,
         },
     };
@@ -158,10 +159,10 @@ fn sync_under(fault: Fault, label: &str, net: u8) -> Duration {
     );
     if std::env::var_os("REGOLITH_FAULTS_KEEP").is_some() {
         // The data dirs and logs stay for a look, also when the comparison below fails.
-        let kept = net_.dir.keep();
+        let kept = net.dir.keep();
         eprintln!("faults: {fault:?}: data in {}", kept.display());
     }
-    assert_identical(&net_.data[FRESH - 1], &net_.data[outcome.reference - 1]);
+    assert_identical(&net.data[FRESH - 1], &net.data[outcome.reference - 1]);
     outcome.elapsed
 }
 
