@@ -28,6 +28,7 @@ echo
 echo "| scenario | sync time (s), per round |"
 echo "|---|---|"
 for scenario in None Loss Latency KillServer Partition; do
-  times=$(sed -nE "s/^faults: $scenario: the fresh node synced in ([0-9.]+) s$/\1/p" "$log" | paste -sd' ' -)
+  # The harness prints `test NAME ... ` before a test's own output, on the same line.
+  times=$(sed -nE "s/.*faults: $scenario: the fresh node synced in ([0-9.]+) s$/\1/p" "$log" | paste -sd' ' -)
   echo "| $scenario | ${times:-not run} |"
 done
