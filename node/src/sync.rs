@@ -200,6 +200,12 @@ impl Sync {
                 self.tip.note_held(next + 1);
                 let path = self.dir.join(format!("{}.archive", archive.id));
                 let neighbour = archive.neighbour.clone();
+                tracing::info!(
+                    archive = archive.id,
+                    size = archive.size,
+                    peer = %neighbour.peer_id(),
+                    "downloading an archive"
+                );
                 let file = std::fs::File::create(&path)
                     .with_context(|| format!("cannot create {}", path.display()))?;
                 let download = self

@@ -1,6 +1,9 @@
 //! Helpers shared by the CLI tests: running the `regolith` binary on a data dir and reading its JSON.
 #![allow(dead_code)]
 
+pub(crate) mod netns;
+pub(crate) mod relay;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

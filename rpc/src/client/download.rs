@@ -116,7 +116,7 @@ where
         return Err(ClientError::InvalidResponse("chunk size 0".into()));
     }
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, Bytes, Option<Handle>)>(MAX_IN_FLIGHT);
-    let decoder = tokio::task::spawn_blocking(move || -> Result<Downloaded<W>, ClientError> {
+    let decoder = tokio::task::spawn_blocking(move || -> Result<Decoded<W>, ClientError> {
         let mut decoder = zstd::stream::write::Decoder::new(sink)
             .map_err(|e| ClientError::Internal(format!("zstd decoder: {e}")))?;
         let mut downloaded = 0u64;
@@ -176,17 +176,15 @@ where
             }
         }
         if downloaded != size {
-            return Err(ClientError::InvalidResponse(format!(
-                "downloaded {downloaded} of {size} bytes"
-            )));
+            return Ok(Decoded::Short(downloaded));
         }
         decoder.flush().map_err(|e| {
             ClientError::InvalidResponse(format!("invalid zstd stream or sink: {e}"))
         })?;
-        Ok(Downloaded {
+        Ok(Decoded::Complete(Downloaded {
             sink: decoder.into_inner(),
             compressed_tee,
-        })
+        }))
     });
 
     let start = if let Some((first, handle)) = first_chunk {
@@ -195,7 +193,10 @@ where
             .await
             .is_err()
         {
-            return finish(decoder).await;
+            return match finish(decoder).await? {
+                Decoded::Complete(done) => Ok(done),
+                Decoded::Short(downloaded) => Err(short(downloaded, size)),
+            };
         }
         chunk_size
     } else {
@@ -235,9 +236,24 @@ where
     match (error, result) {
         // The decoder's error is about content; it wins over a later transport failure.
         (_, Err(e)) => Err(e),
+        // A transport failure cut the stream short (a neighbour gone mid-download): that failure is the
+        // cause, not the content of what did arrive.
         (Some(e), Ok(_)) => Err(e),
-        (None, Ok(sink)) => Ok(sink),
+        (None, Ok(Decoded::Short(downloaded))) => Err(short(downloaded, size)),
+        (None, Ok(Decoded::Complete(done))) => Ok(done),
     }
+}
+
+/// What the decompressing thread ends with, besides a content error.
+enum Decoded<W> {
+    /// Every byte arrived and decoded.
+    Complete(Downloaded<W>),
+    /// The stream ended after this many bytes, fewer than the size.
+    Short(u64),
+}
+
+fn short(downloaded: u64, size: u64) -> ClientError {
+    ClientError::InvalidResponse(format!("downloaded {downloaded} of {size} bytes"))
 }
 
 /// The handle that came with a chunk.
@@ -249,8 +265,8 @@ enum Handle {
 }
 
 async fn finish<W>(
-    decoder: tokio::task::JoinHandle<Result<Downloaded<W>, ClientError>>,
-) -> Result<Downloaded<W>, ClientError> {
+    decoder: tokio::task::JoinHandle<Result<Decoded<W>, ClientError>>,
+) -> Result<Decoded<W>, ClientError> {
     decoder
         .await
         .map_err(|e| ClientError::Internal(format!("the decompressing thread failed: {e}")))?

@@ -61,6 +61,8 @@ struct Stats {
     rtt: [u16; RTT_SAMPLES],
     rtt_len: usize,
     rtt_next: usize,
+    /// Punished as malicious at least once (it sent bad data, rather than failed to answer).
+    malicious: bool,
 }
 
 /// A neighbour. Shared by the set, the index and in-flight query handles.
@@ -90,6 +92,7 @@ impl Neighbour {
                 rtt: [millis(default_roundtrip), 0, 0, 0],
                 rtt_len: 1,
                 rtt_next: 1,
+                malicious: false,
             }),
         }
     }
@@ -154,6 +157,12 @@ impl Neighbour {
     pub fn punish(&self, punishment: Punishment) {
         let mut s = self.stats.lock();
         s.score = s.score.saturating_sub(punishment.amount());
+        s.malicious |= punishment == Punishment::Malicious;
+    }
+
+    /// Whether it was ever punished as malicious.
+    pub fn was_malicious(&self) -> bool {
+        self.stats.lock().malicious
     }
 
     /// The selection score (§8.3): −16 after 4 failures in a row; a bonus for a top score with a low RTT.

@@ -33,8 +33,8 @@ pub struct Candidate {
 #[derive(Default)]
 struct Inner {
     set: Vec<Arc<Neighbour>>,
-    /// Peers dropped as unreliable, with the time (Unix seconds).
-    dropped: std::collections::HashMap<PeerId, u32>,
+    /// Peers dropped as unreliable, with the time (Unix seconds) and whether they were punished as malicious.
+    dropped: std::collections::HashMap<PeerId, (u32, bool)>,
     /// Neighbours whose selection score is ≥ 16, with that score.
     index: Vec<(Arc<Neighbour>, u8)>,
 }
@@ -127,7 +127,8 @@ impl Neighbours {
 
     /// One update tick (§8.1 item 2): `candidates` were drawn by the caller (`keep + (keep − active)` random
     /// ones). Drops unreliable or expired neighbours, churns the lowest-scored one if the set is still full,
-    /// then appends new candidates up to `keep`.
+    /// then appends new candidates up to `keep`: none dropped within `readmit_after`, unless that would leave
+    /// the set empty and the peer was dropped for failures, not for bad data.
     pub fn update(&self, candidates: Vec<Candidate>, now: u32) {
         let mut inner = self.inner.write();
         let before: Vec<PeerId> = inner.set.iter().map(|n| *n.peer_id()).collect();
@@ -135,21 +136,38 @@ impl Neighbours {
         let readmit_after = self.readmit_after;
         inner
             .dropped
-            .retain(|_, at| now < at.saturating_add(readmit_after));
+            .retain(|_, (at, _)| now < at.saturating_add(readmit_after));
         if inner.set.len() >= self.keep {
             if let Some((worst, _)) = inner.set.iter().enumerate().min_by_key(|(_, n)| n.score()) {
                 inner.set.remove(worst);
             }
         }
-        for c in candidates {
+        for c in &candidates {
             if inner.set.len() >= self.keep {
                 break;
             }
             if before.contains(&c.peer_id) || inner.dropped.contains_key(&c.peer_id) {
                 continue;
             }
-            let n = self.make(c);
+            let n = self.make(*c);
             inner.set.push(n);
+        }
+        // Every candidate was dropped lately, none for bad data (a partition times every query out): rather
+        // than stay without a neighbour until the bans end, and sync from nobody long after the network is
+        // back, take them back with fresh scores. Those that still fail are dropped again.
+        if inner.set.is_empty() {
+            for c in candidates {
+                if inner.set.len() >= self.keep {
+                    break;
+                }
+                let malicious = inner.dropped.get(&c.peer_id).is_some_and(|(_, m)| *m);
+                if before.contains(&c.peer_id) || malicious {
+                    continue;
+                }
+                inner.dropped.remove(&c.peer_id);
+                let n = self.make(c);
+                inner.set.push(n);
+            }
         }
         rebuild(&mut inner);
         drop(inner);
@@ -231,7 +249,7 @@ fn retain_usable(inner: &mut Inner, now: u32) {
     let Inner { set, dropped, .. } = inner;
     set.retain(|n| {
         if !n.is_reliable() {
-            dropped.insert(*n.peer_id(), now);
+            dropped.insert(*n.peer_id(), (now, n.was_malicious()));
             return false;
         }
         n.expires_at() > now
@@ -296,6 +314,57 @@ mod tests {
         assert_eq!(set.len(), 2);
         set.apply(1000);
         assert!(set.is_empty());
+    }
+
+    #[test]
+    fn a_set_whose_every_candidate_timed_out_takes_them_back_rather_than_stay_empty() {
+        // Two peers, both dropped for timeouts during a partition (a timeout: −8 and Slow −8); bans last 120 s.
+        let set = Neighbours::new(5, Duration::from_millis(300), Duration::from_secs(120));
+        set.init(vec![candidate(1), candidate(2)]);
+        for n in set.get() {
+            while n.is_reliable() {
+                n.track(Outcome::Reject, Duration::from_secs(1));
+                n.punish(Punishment::Slow);
+            }
+        }
+        set.apply(10);
+        assert!(set.is_empty());
+        // The partition heals a second later: both come back at the next tick, with fresh scores.
+        set.update(vec![candidate(1), candidate(2)], 11);
+        assert_eq!(set.len(), 2);
+        assert!(set.get().iter().all(|n| n.is_reliable()));
+        assert_eq!(
+            set.choose_multiple(10, NeighbourType::Reliable, None).len(),
+            2
+        );
+        // With another candidate at hand, a dropped peer waits out its ban.
+        let gone = *set.get()[0].peer_id();
+        while set.get()[0].is_reliable() {
+            set.get()[0].punish(Punishment::Slow);
+        }
+        set.apply(12);
+        assert_eq!(set.len(), 1);
+        set.update(vec![candidate(1), candidate(2), candidate(3)], 13);
+        let now: Vec<PeerId> = set.get().iter().map(|n| *n.peer_id()).collect();
+        assert_eq!(now.len(), 2, "{now:?}");
+        assert!(
+            !now.contains(&gone),
+            "a banned peer stays out while others exist"
+        );
+        // When the others are dropped for bad data, the set empties: the one that only timed out comes back,
+        // those that sent bad data stay out.
+        for n in set.get() {
+            n.punish(Punishment::Malicious);
+        }
+        set.apply(14);
+        assert!(set.is_empty());
+        set.update(vec![candidate(1), candidate(2), candidate(3)], 15);
+        let now: Vec<PeerId> = set.get().iter().map(|n| *n.peer_id()).collect();
+        assert_eq!(
+            now,
+            vec![gone],
+            "only the peer that timed out is taken back early"
+        );
     }
 
     #[test]
