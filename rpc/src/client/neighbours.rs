@@ -92,6 +92,14 @@ impl Neighbours {
         self.len() == 0
     }
 
+    /// Whether the set has neighbours but none that a query could pick: none in the selection index (each
+    /// failed its last 4 queries, §8.3, as after a partition), or none of those still reliable. No query goes
+    /// to them, so only a ping can bring one back.
+    pub fn is_stranded(&self) -> bool {
+        let inner = self.inner.read();
+        !inner.set.is_empty() && inner.index.iter().all(|(n, _)| !n.is_reliable())
+    }
+
     /// Resolves once the set holds at least `n` neighbours.
     pub async fn wait_for(&self, n: usize) {
         loop {
@@ -282,6 +290,30 @@ mod tests {
             peer_id: PeerId([i; 32]),
             expires_at: 1000,
         }
+    }
+
+    #[test]
+    fn a_set_whose_neighbours_all_failed_lately_is_stranded_until_one_answers() {
+        let set = Neighbours::new(3, Duration::from_millis(300), Duration::ZERO);
+        set.init(vec![candidate(1)]);
+        assert!(!set.is_stranded(), "a fresh neighbour is selectable");
+        let n = set.get()[0].clone();
+        // five failures: still reliable (64 − 40 = 24), but out of the index (§8.3: 24 − 16 < 16)
+        for _ in 0..5 {
+            n.track(Outcome::Reject, Duration::from_millis(10));
+        }
+        set.apply(10);
+        assert_eq!(set.len(), 1, "a reliable neighbour stays in the set");
+        assert!(set.choose(None).is_none(), "and is not selectable");
+        assert!(set.is_stranded());
+        // one answer (a ping) makes it selectable again
+        n.track(Outcome::Accept, Duration::from_millis(10));
+        set.apply(10);
+        assert!(!set.is_stranded());
+        assert!(set.choose(None).is_some_and(|c| Arc::ptr_eq(&c, &n)));
+        // an empty set is not stranded: there is nobody to ping
+        set.apply(1000);
+        assert!(set.is_empty() && !set.is_stranded());
     }
 
     #[test]

@@ -473,15 +473,30 @@ async fn ping_task(weak: Weak<Inner>) {
     let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(10)));
     ticker.tick().await;
     loop {
-        ticker.tick().await;
+        // A stranded set (neighbours, none selectable) gets no query that could bring one back: it is pinged
+        // every second rather than at the next tick, and a neighbour that answers is selectable at once. The
+        // reference waits for the tick, up to `ping_interval` (30 s) with the network back (deviation, rpc.md
+        // §8.1 item 4).
+        let ticked = tokio::select! {
+            _ = ticker.tick() => true,
+            _ = tokio::time::sleep(STRANDED_PING_PAUSE) => false,
+        };
         let Some(inner) = weak.upgrade() else { return };
+        if !ticked && !inner.neighbours.is_stranded() {
+            continue;
+        }
         let set = inner.neighbours.get();
         let Some(neighbour) = set.choose(&mut rand::thread_rng()).cloned() else {
             continue;
         };
-        let _ = ping(&inner, &neighbour).await;
+        if ping(&inner, &neighbour).await.is_ok() && inner.neighbours.is_stranded() {
+            inner.neighbours.apply(now_sec());
+        }
     }
 }
+
+/// How often a stranded neighbour set is pinged.
+const STRANDED_PING_PAUSE: Duration = Duration::from_secs(1);
 
 /// Every `update_metrics_interval`: the size of the neighbour set and of the broadcast targets, and the score
 /// and RTT of each neighbour.
