@@ -133,20 +133,7 @@ pub async fn run(args: DevnetArgs) -> Result<()> {
         let log_path = member.data.root.join("run.log");
         let log = std::fs::File::create(&log_path)
             .with_context(|| format!("cannot create {}", log_path.display()))?;
-        let mut command = Command::new(&exe);
-        // A child dies with the devnet, even when the devnet itself is killed: no orphans.
-        // SAFETY: the closure only calls prctl, which is async-signal-safe.
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
-        let child = command
-            .arg("--data")
-            .arg(&member.data.root)
-            .arg("run")
+        let child = run_command(&exe, &member.data.root)
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info,tycho_network=warn".into()),
@@ -287,6 +274,22 @@ fn height(metrics: SocketAddr) -> Option<u64> {
 }
 
 /// The Prometheus text page of a node's metrics endpoint, `None` while it does not answer.
+/// `EXE --data DATA run` as a child that dies with this process, even when this process is killed: no
+/// orphaned nodes.
+pub(crate) fn run_command(exe: &std::path::Path, data: &std::path::Path) -> Command {
+    let mut command = Command::new(exe);
+    // SAFETY: the closure only calls prctl, which is async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    command.arg("--data").arg(data).arg("run");
+    command
+}
+
 pub(crate) fn scrape_metrics(metrics: SocketAddr) -> Option<String> {
     let mut stream = TcpStream::connect_timeout(&metrics, Duration::from_millis(500)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;

@@ -245,16 +245,6 @@ impl CheckedBlocks {
             }
         }
     }
-
-    /// Number of blocks.
-    pub fn len(&self) -> usize {
-        self.order.len()
-    }
-
-    /// Whether there are no blocks.
-    pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
-    }
 }
 
 /// Imports one archive file. Blocks are applied in order (each mc block after the shard blocks it

@@ -290,9 +290,9 @@ impl Sync {
                 bail!("no neighbour has shard block {id}");
             };
             neighbours.push(got.neighbour.clone());
-            let block = check_downloaded_block(Some(&id), &data).inspect_err(|_| {
-                punish(&got.neighbour, "bad_block");
-            })?;
+            let block = check_downloaded_block(Some(&id), &data)
+                .inspect_err(|_| punish(&got.neighbour, "bad_block"))
+                .with_context(|| format!("shard block {id} from {}", got.neighbour.peer_id()))?;
             pending.extend(block.prev_ids().iter().copied());
             group.push(block);
         }

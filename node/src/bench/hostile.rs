@@ -316,19 +316,7 @@ fn start_node(
     let global = data.load_global_config()?;
 
     let log = std::fs::File::create(data.root.join("run.log"))?;
-    let mut command = Command::new(exe);
-    // SAFETY: the closure only calls prctl, which is async-signal-safe.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        command.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-            Ok(())
-        });
-    }
-    let child = command
-        .arg("--data")
-        .arg(&data.root)
-        .arg("run")
+    let child = crate::devnet::run_command(exe, &data.root)
         .env("RUST_LOG", "warn,tycho_network=off")
         .stdout(Stdio::null())
         .stderr(log)
