@@ -1,12 +1,15 @@
 //! Zerostates: the masterchain zerostate file, the empty shard zerostates it lists, and the zerostate proof
-//! that a node serves with `getZerostateProof` (a Merkle proof of the mc zerostate root that keeps the
-//! state root, `McStateExtra`, the whole config params dictionary and the whole shard hashes dictionary, and
-//! prunes everything else).
+//! that a node serves with `getZerostateProof` (rpc.md §3.3): the partially pruned tree of the mc zerostate
+//! itself, with no Merkle-proof wrapper cell. It keeps the state root, `McStateExtra`, the whole config params
+//! dictionary and the whole shard hashes dictionary, and prunes everything else; its level-0 hash is the
+//! zerostate root hash.
 //!
 //! [`check_zerostate_proof`] is the receiving side's check: the client verifies a downloaded proof with it.
 
 use tycho_types::boc::Boc;
-use tycho_types::cell::{Cell, CellBuilder, DynCell, HashBytes, UsageTree, UsageTreeMode};
+use tycho_types::cell::{
+    Cell, CellBuilder, CellFamily, DynCell, HashBytes, UsageTree, UsageTreeMode,
+};
 use tycho_types::merkle::MerkleProof;
 use tycho_types::models::{BlockId, McStateExtra, ShardIdent, ShardStateUnsplit};
 
@@ -62,6 +65,16 @@ pub enum ZerostateError {
     /// A dictionary the proof must carry in full has a pruned branch.
     #[error("the zerostate proof prunes a branch of the {0} dictionary")]
     PrunedDictionary(&'static str),
+    /// The proof's root is an exotic cell (a Merkle-proof wrapper, a pruned branch): the format is the
+    /// pruned tree itself, whose root is the zerostate's ordinary root cell.
+    #[error(
+        "the zerostate proof's root is a {0} cell; a zerostate proof is the pruned zerostate tree itself, \
+         rooted at the zerostate's ordinary root cell (no Merkle-proof wrapper)"
+    )]
+    ExoticRoot(String),
+    /// The proof lists no shard.
+    #[error("the zerostate proof has an empty shard hashes dictionary")]
+    NoShards,
     /// The proof could not be built.
     #[error("cannot build the zerostate proof: {0}")]
     Build(String),
@@ -193,7 +206,7 @@ impl McZerostate {
         ShardZerostate::from_parts(&listed, root, bytes)
     }
 
-    /// Builds the zerostate proof and returns its BOC.
+    /// Builds the zerostate proof (the pruned tree, rpc.md §3.3) and returns its BOC.
     pub fn build_proof(&self) -> Result<Vec<u8>, ZerostateError> {
         self.build_proof_visiting(true, true)
     }
@@ -223,10 +236,10 @@ impl McZerostate {
                 visit_all(shards_root.as_ref());
             }
         }
-        let proof = MerkleProof::create(self.root.as_ref(), usage_tree)
-            .build()
+        // The pruned tree itself: a stock node serves and checks it without a Merkle-proof cell around it.
+        let cell = MerkleProof::create(self.root.as_ref(), usage_tree)
+            .build_raw_ext(Cell::empty_context())
             .map_err(build)?;
-        let cell = CellBuilder::build_from(&proof).map_err(build)?;
         Ok(Boc::encode(&cell))
     }
 }
@@ -307,9 +320,11 @@ fn parse_proven_state(root: &DynCell) -> Result<(ShardStateUnsplit, McStateExtra
     Ok((state, extra))
 }
 
-/// Checks a zerostate proof BOC against the zerostate root hash: the proof's level-0 hash is that root, the
-/// virtualized cell parses as `ShardStateUnsplit` with `McStateExtra`, and neither the config params nor the
-/// shard hashes dictionary holds a pruned branch (their roots have an empty level mask).
+/// Checks a zerostate proof BOC against the zerostate root hash (rpc.md §3.3): the root is an ordinary cell
+/// (the pruned tree itself, no Merkle-proof wrapper) whose level-0 hash is that root, the virtualized root
+/// parses as `ShardStateUnsplit` with `McStateExtra`, neither the config params nor the shard hashes
+/// dictionary holds a pruned branch (their roots have an empty level mask), and the shard hashes dictionary
+/// is not empty.
 pub fn check_zerostate_proof(
     proof: &[u8],
     zerostate_root_hash: &HashBytes,
@@ -318,30 +333,40 @@ pub fn check_zerostate_proof(
         what: "the zerostate proof",
         reason: e.to_string(),
     })?;
-    let proof = cell
-        .parse_exotic::<MerkleProof>()
-        .map_err(invalid_state("the zerostate proof is not a Merkle proof"))?;
-    let actual = *proof.cell.hash(0);
+    let descriptor = cell.descriptor();
+    if descriptor.is_exotic() {
+        let kind = match descriptor.cell_type() {
+            tycho_types::cell::CellType::MerkleProof => "Merkle-proof".to_string(),
+            tycho_types::cell::CellType::MerkleUpdate => "Merkle-update".to_string(),
+            tycho_types::cell::CellType::PrunedBranch => "pruned-branch".to_string(),
+            tycho_types::cell::CellType::LibraryReference => "library-reference".to_string(),
+            other => format!("{other:?}"),
+        };
+        return Err(ZerostateError::ExoticRoot(kind));
+    }
+    let actual = *cell.hash(0);
     if actual != *zerostate_root_hash {
         return Err(ZerostateError::ProofOfAnotherRoot {
             expected: *zerostate_root_hash,
             actual,
         });
     }
-    let (state, extra) = parse_proven_state(proof.cell.virtualize())?;
+    let (state, extra) = parse_proven_state(cell.virtualize())?;
 
-    // A virtual cell reports its level mask shifted by the proof's level, which hides pruned branches: the
-    // level masks are read from the same dictionaries parsed out of the raw (not virtualized) cells.
-    let (_, raw_extra) = parse_proven_state(proof.cell.as_ref())?;
+    // A virtual cell reports its level mask shifted by one level, which hides pruned branches: the level
+    // masks are read from the same dictionaries parsed out of the raw (not virtualized) cells.
+    let (_, raw_extra) = parse_proven_state(cell.as_ref())?;
     if let Some(root) = raw_extra.config.params.as_dict().root() {
         if !root.level_mask().is_empty() {
             return Err(ZerostateError::PrunedDictionary("config params"));
         }
     }
-    if let Some(root) = raw_extra.shards.as_dict().root() {
-        if !root.level_mask().is_empty() {
+    match raw_extra.shards.as_dict().root() {
+        None => return Err(ZerostateError::NoShards),
+        Some(root) if !root.level_mask().is_empty() => {
             return Err(ZerostateError::PrunedDictionary("shard hashes"));
         }
+        Some(_) => {}
     }
     Ok(CheckedZerostateProof { state, extra })
 }
@@ -400,6 +425,11 @@ mod tests {
         let zs = McZerostate::parse(&bytes).unwrap();
         let proof = zs.build_proof().unwrap();
         assert!(proof.len() < bytes.len(), "accounts are pruned");
+        // The root is the pruned tree itself: an ordinary cell of level 1 whose level-0 hash is the root's.
+        let root = Boc::decode(&proof).unwrap();
+        assert!(!root.descriptor().is_exotic());
+        assert_eq!(root.level_mask().level(), 1);
+        assert_eq!(*root.hash(0), zs.id.root_hash);
         let checked = check_zerostate_proof(&proof, &zs.id.root_hash).unwrap();
         let root_hash = |c: &Option<Cell>| c.as_ref().map(|c| *c.repr_hash());
         assert_eq!(
@@ -437,10 +467,22 @@ mod tests {
             check_zerostate_proof(&proof[..proof.len() / 2], &zs.id.root_hash),
             Err(ZerostateError::InvalidBoc { .. })
         ));
-        // the zerostate itself is not a Merkle proof
-        assert!(matches!(
-            check_zerostate_proof(&fixture_zerostate(), &zs.id.root_hash),
-            Err(ZerostateError::InvalidState { .. })
-        ));
+        // The zerostate itself proves everything: nothing is pruned, and it passes.
+        assert!(check_zerostate_proof(&fixture_zerostate(), &zs.id.root_hash).is_ok());
+        // The same tree inside a Merkle-proof cell is another format: refused, naming the wrapper.
+        let wrapped = {
+            let cell = Boc::decode(&proof).unwrap();
+            let wrapper = MerkleProof {
+                hash: *cell.hash(0),
+                depth: cell.depth(0),
+                cell,
+            };
+            Boc::encode(CellBuilder::build_from(&wrapper).unwrap())
+        };
+        let err = check_zerostate_proof(&wrapped, &zs.id.root_hash)
+            .err()
+            .unwrap();
+        assert_eq!(err, ZerostateError::ExoticRoot("Merkle-proof".into()));
+        assert!(err.to_string().contains("no Merkle-proof wrapper"), "{err}");
     }
 }

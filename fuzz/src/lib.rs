@@ -194,3 +194,12 @@ pub fn same_json(a: &str, b: &str) -> bool {
         _ => false,
     }
 }
+
+/// The fixture mc zerostate, parsed once per process.
+pub fn fixture_zerostate() -> &'static regolith_formats::zerostate::McZerostate {
+    static ZEROSTATE: OnceLock<regolith_formats::zerostate::McZerostate> = OnceLock::new();
+    ZEROSTATE.get_or_init(|| {
+        let raw = std::fs::read(fixtures_dir().join("zerostate.boc")).expect("zerostate.boc");
+        regolith_formats::zerostate::McZerostate::parse(&raw).expect("the fixture zerostate")
+    })
+}

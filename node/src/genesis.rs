@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use regolith_formats::zerostate::{McZerostate, ShardZerostate};
+use regolith_formats::zerostate::{check_zerostate_proof, McZerostate, ShardZerostate};
 use regolith_storage::{NewBlockMeta, StateKind, Storage};
 
 /// The zerostate file `init` copies into the data directory.
@@ -59,7 +59,7 @@ pub fn ensure(
     if node_state.load_last_mc_block_id()?.is_none() {
         node_state.store_last_mc_block_id(&zerostate.id)?;
     }
-    if node_state.load_zerostate_proof()?.is_none() {
+    if !has_current_proof(storage, &zerostate.id)? {
         let proof = zerostate.build_proof()?;
         node_state.store_zerostate_proof(&proof)?;
         report.proof_stored = true;
@@ -88,6 +88,21 @@ pub fn ensure(
     Ok(report)
 }
 
+/// Whether the stored zerostate proof is there and in the format of rpc.md §3.3. A data dir of an older build
+/// holds it inside a Merkle-proof cell, which stock nodes refuse: it is built again.
+fn has_current_proof(storage: &Storage, zerostate_id: &regolith_formats::BlockId) -> Result<bool> {
+    let Some(proof) = storage.node_state().load_zerostate_proof()? else {
+        return Ok(false);
+    };
+    match check_zerostate_proof(&proof, &zerostate_id.root_hash) {
+        Ok(_) => Ok(true),
+        Err(e) => {
+            tracing::warn!(error = %e, "the stored zerostate proof is not in the served format: it is built again");
+            Ok(false)
+        }
+    }
+}
+
 /// At the start of `run`, `import` and the other writers: completes the genesis data of a data dir made by an
 /// older build from its `states/zerostate.boc`. A data dir without that file (made elsewhere) is left alone.
 pub fn ensure_at_start(storage: &Storage, data_root: &Path) -> Result<()> {
@@ -97,7 +112,7 @@ pub fn ensure_at_start(storage: &Storage, data_root: &Path) -> Result<()> {
     let Some(zerostate_id) = storage.node_state().load_zerostate_id()? else {
         return Ok(());
     };
-    if storage.node_state().load_zerostate_proof()?.is_some()
+    if has_current_proof(storage, &zerostate_id)?
         && storage
             .persistent_states()
             .get(&zerostate_id, StateKind::Shard)?

@@ -2,6 +2,7 @@
 //! serving node), the receiver journal's CLI and benchmarks.
 //! The `regolith` binary (`main.rs`) is a thin CLI over these modules; integration tests use them in-process.
 
+pub mod apply;
 pub mod bench;
 pub mod block_check;
 pub mod block_ref;

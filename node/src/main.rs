@@ -276,8 +276,14 @@ async fn execute(cli: Cli) -> Result<()> {
             let (queue, _) =
                 queue_sync::start(&data.root, &storage, config.internal_queue, false).await?;
             let progress = progress::Progress::new(quiet || json);
+            let mut pipeline = regolith_node::apply::Pipeline::new(
+                &storage,
+                &queue,
+                &import::ImportOptions::default(),
+            )?;
             for file in &files {
-                let report = import::import_archive(&storage, &queue, file, &progress).await?;
+                let report =
+                    import::import_archive_into(&mut pipeline, &storage, file, &progress).await?;
                 if json {
                     println!("{}", serde_json::to_string(&report)?);
                 } else if report.blocks_imported == 0 {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use regolith_formats::zerostate::check_zerostate_proof;
+use regolith_formats::zerostate::{check_zerostate_proof, McZerostate};
 use regolith_formats::BlockId;
 use regolith_rpc::client::{
     ArchiveSearch, BlockDataFull, BlockchainRpcClient, DataRequirement, PublicOverlayClient,
@@ -18,8 +18,9 @@ use regolith_rpc::network::{now_sec, BlockchainNetwork, NetworkSettings, Silent}
 use regolith_rpc::proto;
 use regolith_rpc::StateKind;
 use serde_json::{json, Value};
+use tycho_types::models::McStateExtra;
 
-use crate::block_ref::FullBlockId;
+use crate::block_ref::BlockRef;
 use crate::config::{parse_json, DataDir, GlobalConfig, NodeConfig, UnknownFields};
 
 /// `regolith p2p` arguments.
@@ -44,9 +45,10 @@ pub struct P2pArgs {
 pub enum P2pCommand {
     /// A block with its proof and queue diff: writes DIR/block.boc, DIR/proof.boc, DIR/queue_diff.bin.
     GetBlock {
-        /// The block id (`wc:prefix:seqno:root:file`).
+        /// The block: a full id (`wc:prefix:seqno:root:file`), a short id (`wc:prefix:seqno`) of a block
+        /// stored in the data dir, or an mc seqno (found in the data dir, or in the network's archive).
         #[arg(allow_hyphen_values = true)]
-        id: FullBlockId,
+        id: BlockRef,
         /// The block after ID instead.
         #[arg(long)]
         next: bool,
@@ -56,9 +58,9 @@ pub enum P2pCommand {
     },
     /// Key block ids after a key block.
     GetKeyBlockIds {
-        /// The key block id.
+        /// The key block (any form of `get-block`).
         #[arg(allow_hyphen_values = true)]
-        id: FullBlockId,
+        id: BlockRef,
         /// At most this many.
         #[arg(long, default_value_t = 8)]
         max: u32,
@@ -73,9 +75,9 @@ pub enum P2pCommand {
     },
     /// A persistent state, decompressed: the state BOC, or the TL queue state.
     GetState {
-        /// The block of the state.
+        /// The block of the state (any form of `get-block`).
         #[arg(allow_hyphen_values = true)]
-        id: FullBlockId,
+        id: BlockRef,
         /// The queue state instead of the shard state.
         #[arg(long)]
         queue: bool,
@@ -106,6 +108,8 @@ struct Session {
     network: BlockchainNetwork,
     client: BlockchainRpcClient,
     global: GlobalConfig,
+    /// The data dir, whose stored blocks and zerostate are used when it has them.
+    data: DataDir,
 }
 
 /// Runs a `regolith p2p` command; returns what to print.
@@ -197,6 +201,7 @@ async fn join(data: &DataDir, args: &P2pArgs) -> Result<Session> {
         network,
         client,
         global,
+        data: data.clone(),
     })
 }
 
@@ -204,7 +209,7 @@ async fn execute(session: &Session, command: P2pCommand) -> Result<Value> {
     let client = &session.client;
     match command {
         P2pCommand::GetBlock { id, next, out } => {
-            let id = id.0;
+            let id = resolve(session, &id).await?;
             let got = if next {
                 client
                     .get_next_block_full(&id, DataRequirement::Expected)
@@ -267,18 +272,16 @@ async fn execute(session: &Session, command: P2pCommand) -> Result<Value> {
             }))
         }
         P2pCommand::GetKeyBlockIds { id, max } => {
-            let answer = client.get_next_key_block_ids(&id.0, max).await?;
+            let id = resolve(session, &id).await?;
+            let answer = client.get_next_key_block_ids(&id, max).await?;
             let neighbour = answer.handle.neighbour().peer_id().to_string();
             let ids = answer.data.block_ids.clone();
             if ids
                 .iter()
-                .any(|k| !k.is_masterchain() || k.seqno <= id.0.seqno)
+                .any(|k| !k.is_masterchain() || k.seqno <= id.seqno)
             {
                 answer.handle.reject();
-                bail!(
-                    "neighbour {neighbour} answered key block ids that do not follow {}",
-                    id.0
-                );
+                bail!("neighbour {neighbour} answered key block ids that do not follow {id}");
             }
             let incomplete = answer.data.incomplete;
             answer.handle.accept();
@@ -325,7 +328,7 @@ async fn execute(session: &Session, command: P2pCommand) -> Result<Value> {
             part,
             out,
         } => {
-            let id = id.0;
+            let id = resolve(session, &id).await?;
             let kind = if queue {
                 StateKind::Queue
             } else {
@@ -413,21 +416,180 @@ async fn execute(session: &Session, command: P2pCommand) -> Result<Value> {
     }
 }
 
+/// The zerostate's `McStateExtra` (config, validator set, shards). From the data dir's zerostate when it has
+/// one: a peer's zerostate proof is then only cross-checked against it (a peer that fails is rejected and
+/// warned about, and the local zerostate is used). Otherwise from a peer's zerostate proof, checked against
+/// the zerostate of the global config (rpc.md §3.3).
+async fn zerostate_extra(session: &Session) -> Result<McStateExtra> {
+    let expected = session.global.zerostate.as_block_id();
+    let local_path = session.data.states().join(crate::genesis::ZEROSTATE_FILE);
+    let local = match std::fs::read(&local_path) {
+        Ok(bytes) => {
+            let zerostate = McZerostate::parse(&bytes)
+                .with_context(|| format!("the data dir's zerostate {}", local_path.display()))?;
+            if zerostate.id != expected {
+                bail!(
+                    "the data dir's zerostate {} is {}, but the global config names {expected}",
+                    local_path.display(),
+                    zerostate.id
+                );
+            }
+            Some(zerostate)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", local_path.display())),
+    };
+    let answer = match (session.client.get_zerostate_proof().await, &local) {
+        (Ok(answer), _) => answer,
+        (Err(e), Some(zerostate)) => {
+            tracing::warn!(error = %e, "no zerostate proof to cross-check the local zerostate with");
+            return Ok(zerostate.extra.clone());
+        }
+        (Err(e), None) => return Err(e).context("the zerostate proof"),
+    };
+    let neighbour = answer.handle.neighbour().peer_id().to_string();
+    let checked = match &answer.data {
+        proto::ZerostateProof::Found { proof } => check_zerostate_proof(proof, &expected.root_hash)
+            .map_err(|e| {
+                anyhow!("the zerostate proof from neighbour {neighbour} fails verification: {e}")
+            }),
+        proto::ZerostateProof::NotFound => {
+            Err(anyhow!("neighbour {neighbour} has no zerostate proof"))
+        }
+    };
+    match checked {
+        Ok(checked) => {
+            answer.handle.accept();
+            Ok(match local {
+                Some(zerostate) => zerostate.extra,
+                None => checked.extra,
+            })
+        }
+        Err(e) => {
+            if matches!(answer.data, proto::ZerostateProof::Found { .. }) {
+                answer.handle.reject();
+            } else {
+                answer.handle.ignore();
+            }
+            match local {
+                Some(zerostate) => {
+                    tracing::warn!(error = %e, "the local zerostate is used");
+                    Ok(zerostate.extra)
+                }
+                None => Err(e),
+            }
+        }
+    }
+}
+
+/// The full id of a block named in any form of [`BlockRef`]: as given; a short id or an mc seqno among the
+/// blocks stored in the data dir; an mc seqno not stored there from the archive that holds it (downloaded,
+/// verified as it streams, scanned for the block's entry). The block itself is then downloaded by that id
+/// and verified as usual.
+async fn resolve(session: &Session, block: &BlockRef) -> Result<BlockId> {
+    if let BlockRef::Full(id) = block {
+        return Ok(*id);
+    }
+    if session.data.root.join("core").exists() {
+        let config = session.data.load_node_config()?;
+        let storage = crate::inspect::open_for_inspect(config.storage)?;
+        match block.resolve(&storage) {
+            Ok(id) => return Ok(id),
+            Err(e) if !is_masterchain_ref(block) => {
+                return Err(e.context(format!(
+                    "resolving {block} in {}",
+                    session.data.root.display()
+                )))
+            }
+            Err(_) => {}
+        }
+    }
+    match *block {
+        BlockRef::McSeqno(seqno) => mc_block_id_from_archive(session, seqno).await,
+        BlockRef::Short { seqno, .. } if is_masterchain_ref(block) => {
+            mc_block_id_from_archive(session, seqno).await
+        }
+        _ => bail!(
+            "block {block} is not stored in the data dir {}; give its full id (wc:prefix:seqno:root:file)",
+            session.data.root.display()
+        ),
+    }
+}
+
+fn is_masterchain_ref(block: &BlockRef) -> bool {
+    match block {
+        BlockRef::Full(id) => id.is_masterchain(),
+        BlockRef::Short { shard, .. } => shard.is_masterchain(),
+        BlockRef::McSeqno(_) => true,
+    }
+}
+
+/// The id of mc block `seqno`, read from the network's archive that holds it.
+async fn mc_block_id_from_archive(session: &Session, seqno: u32) -> Result<BlockId> {
+    use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
+    let client = &session.client;
+    let archive = match client.find_archive(seqno).await {
+        Ok(ArchiveSearch::Found(archive)) => archive,
+        Ok(ArchiveSearch::TooNew) => bail!(
+            "mc block {seqno} is newer than every committed archive of the network: give its full id, or \
+             use `get-block --next` with the block before it"
+        ),
+        Err(regolith_rpc::ClientError::NotFound) => {
+            bail!("no neighbour has the archive of mc block {seqno}")
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let neighbour = archive.neighbour.peer_id().to_string();
+    // Never committed: the temp file is removed when this returns.
+    let file = TempFile::create(&std::env::temp_dir().join(format!(
+        "regolith-p2p-{}-archive-{}",
+        std::process::id(),
+        archive.id
+    )))?;
+    let progress = ByteProgress::new(
+        &format!("archive {} (finding mc block {seqno})", archive.id),
+        archive.size,
+    );
+    let sink = file.writer()?;
+    drop(
+        client
+            .download_archive_compressed(&archive, Box::new(sink), move |n| progress.set(n))
+            .await
+            .with_context(|| format!("the archive from neighbour {neighbour}"))?,
+    );
+    let reader = std::io::BufReader::new(
+        std::fs::File::open(&file.tmp)
+            .with_context(|| format!("cannot open {}", file.tmp.display()))?,
+    );
+    let mut entries = ArchiveReader::new_compressed(reader)
+        .with_context(|| format!("cannot decode the archive from neighbour {neighbour}"))?;
+    while let Some(entry) = entries
+        .next_entry()
+        .map_err(|e| anyhow!("the archive from neighbour {neighbour}: {}", e.kind))?
+    {
+        if entry.ty == ArchiveEntryType::Block
+            && entry.block_id.is_masterchain()
+            && entry.block_id.seqno == seqno
+        {
+            return Ok(entry.block_id);
+        }
+    }
+    bail!(
+        "archive {} from neighbour {neighbour} does not hold mc block {seqno}",
+        archive.id
+    )
+}
+
 /// Verifies a downloaded block's proof the way import does: an mc block's signatures against the validator
 /// set of the zerostate (from its proof, checked against the global config) or of the previous key block,
 /// whose proofs are fetched and verified in order from the zerostate; a shard block's proof link.
 async fn verify_block_proof(session: &Session, data: &BlockDataFull) -> Result<Value> {
     use regolith_formats::{ParsedProof, ProofChecker, Proven, ZerostateConfig};
     let client = &session.client;
-    let answer = client.get_zerostate_proof().await?;
-    let proto::ZerostateProof::Found { proof } = &answer.data else {
-        bail!("no neighbour has the zerostate proof the validator set comes from");
-    };
-    let genesis = check_zerostate_proof(proof, &session.global.zerostate.root_hash)
-        .context("the zerostate proof")?;
+    let genesis = zerostate_extra(session).await?;
     let checker = ProofChecker::new(ZerostateConfig::new(
-        genesis.extra.config.clone(),
-        genesis.extra.consensus_info,
+        genesis.config.clone(),
+        genesis.consensus_info,
     ));
     let parsed = ParsedProof::parse(&data.block_id, &data.proof)?;
     let mut key_blocks = std::collections::HashMap::new();
@@ -520,15 +682,10 @@ async fn send_message(session: &Session, file: &Path) -> Result<Value> {
     };
     regolith_rpc::broadcast::validate_external_message(&boc)
         .map_err(|e| anyhow!("{} is not a valid external message: {e}", file.display()))?;
-    // The validators of the current set come from the zerostate proof's config (param 34).
+    // The validators of the current set come from the zerostate's config (param 34).
     let client = &session.client;
-    let answer = client.get_zerostate_proof().await?;
-    let proto::ZerostateProof::Found { proof } = &answer.data else {
-        bail!("no zerostate proof to learn the validator set from");
-    };
-    let checked = check_zerostate_proof(proof, &session.global.zerostate.root_hash)?;
+    let checked = zerostate_extra(session).await?;
     let vset = checked
-        .extra
         .config
         .get_current_validator_set()
         .context("the zerostate config has no current validator set")?;

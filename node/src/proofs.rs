@@ -38,17 +38,17 @@ pub fn load_checker(storage: &Storage) -> Result<ProofChecker> {
 }
 
 /// Verifies proofs in apply order, keeping the key block proofs that later blocks are signed through.
-pub struct ProofVerifier<'a> {
-    storage: &'a Storage,
+pub struct ProofVerifier {
+    storage: Storage,
     checker: ProofChecker,
     key_blocks: HashMap<u32, ParsedProof>,
 }
 
-impl<'a> ProofVerifier<'a> {
-    /// A verifier of blocks that go into (or are in) `storage`.
-    pub fn new(storage: &'a Storage) -> Result<Self> {
+impl ProofVerifier {
+    /// A verifier of blocks that go into (or are in) `storage`: reads and parses the zerostate once.
+    pub fn new(storage: &Storage) -> Result<Self> {
         Ok(Self {
-            storage,
+            storage: storage.clone(),
             checker: load_checker(storage)?,
             key_blocks: HashMap::new(),
         })

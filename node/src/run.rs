@@ -59,6 +59,38 @@ pub fn make_provider(config: &NodeConfig, storage: &Storage) -> Result<Arc<dyn R
 
 /// Starts the serving part of a node over an open storage (used by `run` and in-process tests).
 pub fn start_node(config: &NodeConfig, global: &GlobalConfig, storage: Storage) -> Result<Node> {
+    let service = make_service(config, &storage)?;
+    start_node_with_service(config, global, storage, service)
+}
+
+/// The blockchain RPC service of a node over `storage`, as `config` sets it up.
+pub fn make_service(config: &NodeConfig, storage: &Storage) -> Result<BlockchainRpcService> {
+    let provider = make_provider(config, storage)?;
+    Ok(BlockchainRpcService::builder()
+        .with_storage(storage.clone())
+        .with_provider(provider)
+        .with_broadcast_listener(NoopBroadcastListener)
+        .with_config(config.blockchain_rpc_service.clone())
+        .with_max_frame_size(config.network.max_frame_size.as_u64() as usize)
+        .build())
+}
+
+/// [`start_node`] with a given service (the hostile benchmarks put a forging layer in front of the real one).
+pub fn start_node_with_service<S>(
+    config: &NodeConfig,
+    global: &GlobalConfig,
+    storage: Storage,
+    service: S,
+) -> Result<Node>
+where
+    S: tycho_network::Service<
+            tycho_network::ServiceRequest,
+            QueryResponse = tycho_network::Response,
+        > + Send
+        + Sync
+        + Clone
+        + 'static,
+{
     config.validate()?;
     let secret_key = config.secret_key()?;
     let own_id = regolith_rpc::network::peer_id_of(&secret_key);
@@ -78,14 +110,6 @@ pub fn start_node(config: &NodeConfig, global: &GlobalConfig, storage: Storage) 
         })
         .collect::<Vec<_>>();
     let overlay_id = crate::init::overlay_id(&global.zerostate);
-    let provider = make_provider(config, &storage)?;
-    let service = BlockchainRpcService::builder()
-        .with_storage(storage.clone())
-        .with_provider(provider)
-        .with_broadcast_listener(NoopBroadcastListener)
-        .with_config(config.blockchain_rpc_service.clone())
-        .with_max_frame_size(config.network.max_frame_size.as_u64() as usize)
-        .build();
     // With port 0 the crate announces the address it actually bound.
     let announced = config.announced_address();
     let network = BlockchainNetwork::start(

@@ -1,28 +1,33 @@
 //! Sync: `regolith run` follows the chain from its peers. Far behind, it finds the archive holding the next mc
-//! block, downloads it (verified as it streams) and imports it; near the tip, it asks for the next mc block
-//! with getNextBlockFull, fetches the shard blocks that block references by walking back their prev ids to
-//! what is stored, and imports that group. Both modes hand the blocks to the one apply path of
-//! `regolith import` ([`crate::import`]): an archive is checked block by block as it is read, downloaded blocks
-//! are checked once as they arrive ([`check_downloaded_block`]) and applied as the checked values, without
-//! being written to a file or parsed again. The apply path writes connections, feeds the queue and moves
-//! blocks into archives. A peer whose data fails a check is punished
-//! and the data is taken again from another peer.
+//! block, downloads it (decompressed once into a spill file, framed and indexed as it streams) and applies it
+//! group by group; near the tip, it asks for the next mc block with getNextBlockFull, verifies its proof
+//! before anything else, then fetches the shard blocks that verified block references, walking back their
+//! prev ids to what is applied. Both modes hand the groups to the apply pipeline ([`crate::apply`]), which
+//! requires each group to be complete and to continue the applied chain before it stores anything of it.
+//!
+//! Blame goes only to the liar: the neighbour whose answer failed a check is punished as malicious; an
+//! archive that brings nothing new is a useless answer (a lower score, no ban, and the step goes on block by
+//! block); a neighbour without a block named by a verified block is not punished; local failures blame
+//! nobody. Every failure is logged with its peer and counted by reason.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
-use regolith_formats::BlockId;
+use anyhow::{anyhow, Context, Result};
+use regolith_formats::{BlockId, CheckedBlock};
 use regolith_rpc::client::{
     ArchiveSearch, BlockchainRpcClient, DataRequirement, Neighbour, Punishment,
 };
 use regolith_storage::Storage;
 use tokio::sync::watch;
 
+use crate::apply::{
+    ApplyError, ArchiveGroups, Group, ImportOptions, ImportReport, Pipeline, Source as ApplySource,
+    SpillWriter,
+};
 use crate::block_check::check_downloaded_block;
-use crate::import::CheckedBlocks;
 use crate::progress::Progress;
 use crate::queue_sync::NodeQueue;
 
@@ -33,29 +38,19 @@ pub const SYNC_DIR: &str = "sync";
 const IDLE_PAUSE: Duration = Duration::from_secs(1);
 /// Pause after a failure, before the next attempt.
 const RETRY_PAUSE: Duration = Duration::from_millis(500);
+/// After an archive that failed or brought nothing, archives are not asked for this long: the steps go
+/// block by block meanwhile (a peer that answers getArchiveInfo with useless archives cannot stall the sync).
+const ARCHIVE_BACKOFF: Duration = Duration::from_secs(30);
 /// Shard blocks fetched for one mc block at most (a guard against a peer that leads the walk astray).
 const MAX_SHARD_WALK: usize = 1000;
+/// Neighbours asked for one shard block before the step gives up on it.
+const SHARD_BLOCK_ATTEMPTS: usize = 3;
 
 /// Where a group of blocks came from (the `source` label of `regolith_sync_blocks_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Source {
     Archive,
     Block,
-}
-
-/// What a step downloaded: an archive file (checked as it is read), or blocks checked as they arrived.
-enum Download {
-    Archive(PathBuf),
-    Blocks(Box<CheckedBlocks>),
-}
-
-impl Download {
-    fn source(&self) -> Source {
-        match self {
-            Self::Archive(_) => Source::Archive,
-            Self::Blocks(_) => Source::Block,
-        }
-    }
 }
 
 impl Source {
@@ -82,12 +77,38 @@ pub struct SyncStats {
 pub struct Sync {
     stats: Arc<SyncStats>,
     storage: Storage,
-    queue: NodeQueue,
+    pipeline: Pipeline,
     client: BlockchainRpcClient,
     dir: PathBuf,
     progress: Progress,
     display: SyncProgress,
     tip: TipEstimate,
+    /// No archive is asked for before this instant.
+    archives_paused_until: Option<Instant>,
+}
+
+/// Why a step failed, and who is to blame: the reason is the `reason` label of
+/// `regolith_sync_failures_total` and is logged with the peer.
+struct StepError {
+    reason: &'static str,
+    peer: Option<tycho_network::PeerId>,
+    error: anyhow::Error,
+}
+
+impl StepError {
+    fn local(reason: &'static str, error: anyhow::Error) -> Self {
+        Self {
+            reason,
+            peer: None,
+            error,
+        }
+    }
+}
+
+impl From<anyhow::Error> for StepError {
+    fn from(error: anyhow::Error) -> Self {
+        Self::local("local", error)
+    }
 }
 
 impl Sync {
@@ -111,15 +132,17 @@ impl Sync {
                     .with_context(|| format!("cannot remove {}", path.display()))?;
             }
         }
+        let pipeline = Pipeline::new(&storage, &queue, &ImportOptions::default())?;
         Ok(Self {
             stats: Arc::default(),
             storage,
-            queue,
+            pipeline,
             client,
             dir,
             progress: Progress::new(true),
             display: SyncProgress::new(),
             tip: TipEstimate::default(),
+            archives_paused_until: None,
         })
     }
 
@@ -136,17 +159,31 @@ impl Sync {
                 break;
             }
             let pause = match self.step().await {
-                Ok(Some(_)) => Duration::ZERO,
-                Ok(None) => IDLE_PAUSE,
+                Ok(Some(n)) if n > 0 => Duration::ZERO,
+                Ok(_) => IDLE_PAUSE,
                 Err(e) => {
                     self.stats
                         .failures
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    tracing::warn!(error = %format!("{e:#}"), "sync step failed");
+                    fail(e.reason);
+                    match e.peer {
+                        Some(peer) => tracing::warn!(
+                            %peer,
+                            reason = e.reason,
+                            error = %format!("{:#}", e.error),
+                            "sync step failed"
+                        ),
+                        None => tracing::warn!(
+                            reason = e.reason,
+                            error = %format!("{:#}", e.error),
+                            "sync step failed"
+                        ),
+                    }
                     RETRY_PAUSE
                 }
             };
             self.show();
+            // Never a loop without a pause unless blocks were applied.
             if pause > Duration::ZERO {
                 tokio::select! {
                     _ = tokio::time::sleep(pause) => {}
@@ -164,6 +201,8 @@ impl Sync {
             return;
         };
         let lag = self.tip.lag(last.seqno);
+        // Also after a step that failed part-way: the groups before the failure are applied.
+        metrics::gauge!("regolith_sync_last_applied_mc_seqno").set(f64::from(last.seqno));
         metrics::gauge!("regolith_sync_lag_blocks").set(f64::from(lag.unwrap_or(0)));
         let behind_clock = self
             .storage
@@ -179,14 +218,12 @@ impl Sync {
     }
 
     fn last_applied(&self) -> Result<BlockId> {
-        self.storage
-            .node_state()
-            .load_last_mc_block_id()?
-            .ok_or_else(|| anyhow!("the storage has no applied mc block (not initialised)"))
+        self.pipeline.last_applied().map_err(ApplyError::into_inner)
     }
 
-    /// One step: an archive when one is found, otherwise the next mc block. `Ok(None)`: nothing new.
-    async fn step(&mut self) -> Result<Option<usize>> {
+    /// One step: an archive when one is found, otherwise (or when it brought nothing) the next mc block.
+    /// `Ok(Some(n))`: n blocks applied; `Ok(None)`: nothing new.
+    async fn step(&mut self) -> Result<Option<usize>, StepError> {
         if self.client.overlay_client().neighbours().is_empty() {
             // Nobody to sync from yet (a lone node, or peers still being discovered).
             return Ok(None);
@@ -194,143 +231,227 @@ impl Sync {
         let last = self.last_applied()?;
         let next = last.seqno + 1;
         self.tip.probe(&self.client, last.seqno).await;
-        match self.client.find_archive(next).await {
-            Ok(ArchiveSearch::Found(archive)) => {
-                // A committed archive holding `next`: that peer has applied a block after it.
-                self.tip.note_held(next + 1);
-                let path = self.dir.join(format!("{}.archive", archive.id));
-                let neighbour = archive.neighbour.clone();
-                tracing::info!(
-                    archive = archive.id,
-                    size = archive.size,
-                    peer = %neighbour.peer_id(),
-                    "downloading an archive"
-                );
-                let file = std::fs::File::create(&path)
-                    .with_context(|| format!("cannot create {}", path.display()))?;
-                let download = self
-                    .client
-                    .download_archive_compressed(
-                        &archive,
-                        Box::new(std::io::BufWriter::new(file)),
-                        |_| {},
-                    )
-                    .await;
-                if let Err(e) = download {
-                    let _ = std::fs::remove_file(&path);
-                    fail("archive_download");
-                    bail!(
-                        "downloading archive {} from {}: {e}",
-                        archive.id,
-                        neighbour.peer_id()
-                    );
+        let archives_paused = self
+            .archives_paused_until
+            .is_some_and(|t| Instant::now() < t);
+        if !archives_paused {
+            match self.client.find_archive(next).await {
+                Ok(ArchiveSearch::Found(archive)) => {
+                    // A committed archive holding `next`: that peer has applied a block after it.
+                    self.tip.note_held(next + 1);
+                    match self.archive_step(&archive).await {
+                        Ok(n) if n > 0 => return Ok(Some(n)),
+                        Ok(_) => {
+                            // A useless answer, not a forgery: a lower score, no ban, and this step goes
+                            // on block by block.
+                            fail("useless_archive");
+                            archive.neighbour.punish(Punishment::Slow);
+                            tracing::warn!(
+                                peer = %archive.neighbour.peer_id(),
+                                archive = archive.id,
+                                "the archive brought no new block; going block by block"
+                            );
+                            self.pause_archives();
+                        }
+                        Err(e) => {
+                            self.pause_archives();
+                            return Err(e);
+                        }
+                    }
                 }
-                let applied = self
-                    .import(Download::Archive(path.clone()), &[neighbour])
-                    .await;
-                let _ = std::fs::remove_file(&path);
-                return applied.map(Some);
+                Ok(ArchiveSearch::TooNew) => {}
+                Err(e) => tracing::debug!(error = %e, mc_seqno = next, "no archive"),
             }
-            Ok(ArchiveSearch::TooNew) => {}
-            Err(e) => tracing::debug!(error = %e, mc_seqno = next, "no archive"),
         }
         self.next_block(&last).await
     }
 
-    /// Near the tip: the next mc block and the shard blocks it brings.
-    async fn next_block(&mut self, last: &BlockId) -> Result<Option<usize>> {
+    fn pause_archives(&mut self) {
+        self.archives_paused_until = Some(Instant::now() + ARCHIVE_BACKOFF);
+    }
+
+    /// Downloads an archive into a spill file (decompressed once, framed and indexed as it streams) and
+    /// applies it group by group. Returns the blocks applied.
+    async fn archive_step(
+        &mut self,
+        archive: &regolith_rpc::client::PendingArchive,
+    ) -> Result<usize, StepError> {
+        let neighbour = archive.neighbour.clone();
+        let peer = *neighbour.peer_id();
+        tracing::info!(
+            archive = archive.id,
+            size = archive.size,
+            %peer,
+            "downloading an archive"
+        );
+        let path = self.dir.join(format!("{}.spill", archive.id));
+        let writer = SpillWriter::create(&path, self.client.archive_limits())
+            .map_err(|e| StepError::local("local", e))?;
+        let downloaded = self.client.download_archive(archive, writer, |_| {}).await;
+        let writer = match downloaded {
+            Ok(writer) => writer,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(StepError {
+                    reason: "archive_download",
+                    peer: Some(peer),
+                    error: anyhow!("downloading archive {} from {peer}: {e}", archive.id),
+                });
+            }
+        };
+        let name = format!("archive {} from {peer}", archive.id);
+        let spilled = writer
+            .finish(name.clone())
+            .map_err(|e| StepError::local("local", e))?;
+        let mut groups = ArchiveGroups::new(spilled);
+        let applied = self
+            .pipeline
+            .apply(ApplySource::Archive(&mut groups), &name, &self.progress)
+            .await;
+        self.applied(Source::Archive, applied, &neighbour, "invalid_archive")
+    }
+
+    /// Near the tip: the next mc block, verified (signatures, link to the last applied block) before any of
+    /// the shard blocks it references is asked for, then those shard blocks.
+    async fn next_block(&mut self, last: &BlockId) -> Result<Option<usize>, StepError> {
         let got = self
             .client
             .get_next_block_full(last, DataRequirement::Optional)
-            .await?;
+            .await
+            .map_err(|e| StepError {
+                reason: "block_download",
+                peer: None,
+                error: anyhow!("the block after {last}: {e}"),
+            })?;
         let Some(mc) = got.data else {
             // That peer's tip is ours.
             self.tip.note_held(last.seqno);
             return Ok(None);
         };
-        self.tip.note_held(last.seqno + 1);
-        let mut neighbours = vec![got.neighbour.clone()];
+        let peer = *got.neighbour.peer_id();
+        let blame = |reason: &'static str, error: anyhow::Error| {
+            got.neighbour.punish(Punishment::Malicious);
+            StepError {
+                reason,
+                peer: Some(peer),
+                error,
+            }
+        };
         // Every block is checked once, here, as it arrives (hashes, proof, diff): the neighbour that sent a
         // bad one is the one punished, and the apply path takes the checked values as they are.
         let mc_block = match check_downloaded_block(None, &mc) {
             Ok(c) if mc.block_id.is_masterchain() && mc.block_id.seqno == last.seqno + 1 => c,
             Ok(_) => {
-                punish(&got.neighbour, "not_next");
-                bail!(
-                    "{} answered {} as the block after {last}",
-                    got.neighbour.peer_id(),
-                    mc.block_id
-                );
+                return Err(blame(
+                    "not_next",
+                    anyhow!("{peer} answered {} as the block after {last}", mc.block_id),
+                ))
             }
-            Err(e) => {
-                punish(&got.neighbour, "bad_block");
-                return Err(e).context("the next mc block");
-            }
+            Err(e) => return Err(blame("bad_block", e.context("the next mc block"))),
         };
-        // Shard blocks: from each top block back by prev ids to what is stored.
-        let mut group = Vec::new();
+        let origin = format!("mc block {} from {peer}", last.seqno + 1);
+        match self.pipeline.verify_next_mc(&mc_block, last, &origin).await {
+            Ok(()) => {}
+            Err(ApplyError::Invalid(e)) => return Err(blame("bad_proof", e)),
+            Err(ApplyError::Local(e)) => return Err(StepError::local("local", e)),
+        }
+        self.tip.note_held(last.seqno + 1);
+
+        // Shard blocks: from each top block of the verified mc block back by prev ids to what is applied.
+        // Their ids come from a verified block, so a neighbour without one is not lying.
+        let mut shards = Vec::new();
         let mut seen = HashSet::new();
         let mut pending: Vec<BlockId> = mc_block.top_shard_blocks().iter().map(|t| t.id).collect();
         while let Some(id) = pending.pop() {
-            // Seqno 0 is the shard zerostate: stored at init, never downloaded.
-            if id.seqno == 0 || !seen.insert(id) || self.is_stored(&id)? {
+            if !seen.insert(id) || self.is_applied(&id, last.seqno)? {
                 continue;
             }
             if seen.len() > MAX_SHARD_WALK {
-                bail!(
-                    "more than {MAX_SHARD_WALK} unknown shard blocks below mc block {}",
-                    mc.block_id
-                );
+                return Err(StepError::local(
+                    "shard_walk",
+                    anyhow!(
+                        "more than {MAX_SHARD_WALK} unknown shard blocks below mc block {}",
+                        mc.block_id
+                    ),
+                ));
             }
-            let got = self
-                .client
-                .get_block_full(&id, DataRequirement::Required)
-                .await?;
-            let Some(data) = got.data else {
-                bail!("no neighbour has shard block {id}");
-            };
-            neighbours.push(got.neighbour.clone());
-            let block = check_downloaded_block(Some(&id), &data)
-                .inspect_err(|_| punish(&got.neighbour, "bad_block"))
-                .with_context(|| format!("shard block {id} from {}", got.neighbour.peer_id()))?;
+            let block = self.shard_block(&id).await?;
             pending.extend(block.prev_ids().iter().copied());
-            group.push(block);
+            shards.push(block);
         }
-        group.push(mc_block);
-        let origin = format!("mc block {} from the network", last.seqno + 1);
-        let blocks = CheckedBlocks::downloaded(origin, group);
-        self.import(Download::Blocks(Box::new(blocks)), &neighbours)
-            .await
+        let group = Group::new(mc_block, shards);
+        let applied = self
+            .pipeline
+            .apply(ApplySource::Groups(vec![group]), &origin, &self.progress)
+            .await;
+        let neighbour = got.neighbour.clone();
+        self.applied(Source::Block, applied, &neighbour, "invalid_group")
             .map(Some)
     }
 
-    fn is_stored(&self, id: &BlockId) -> Result<bool> {
-        Ok(self
-            .storage
-            .handles()
-            .load_handle(id)?
-            .is_some_and(|h| h.has_data() && h.has_proof() && h.has_queue_diff()))
+    /// A shard block named by a verified mc block, from up to [`SHARD_BLOCK_ATTEMPTS`] neighbours; one whose
+    /// answer fails the checks is punished.
+    async fn shard_block(&self, id: &BlockId) -> Result<CheckedBlock, StepError> {
+        let mut last_error = None;
+        for _ in 0..SHARD_BLOCK_ATTEMPTS {
+            let got = match self
+                .client
+                .get_block_full(id, DataRequirement::Optional)
+                .await
+            {
+                Ok(got) => got,
+                Err(e) => {
+                    last_error = Some(StepError {
+                        reason: "block_download",
+                        peer: None,
+                        error: anyhow!("shard block {id}: {e}"),
+                    });
+                    continue;
+                }
+            };
+            let peer = *got.neighbour.peer_id();
+            let Some(data) = got.data else {
+                last_error = Some(StepError {
+                    reason: "shard_block_not_found",
+                    peer: Some(peer),
+                    error: anyhow!("{peer} does not have shard block {id}"),
+                });
+                continue;
+            };
+            match check_downloaded_block(Some(id), &data) {
+                Ok(block) => return Ok(block),
+                Err(e) => {
+                    got.neighbour.punish(Punishment::Malicious);
+                    last_error = Some(StepError {
+                        reason: "bad_block",
+                        peer: Some(peer),
+                        error: e.context(format!("shard block {id} from {peer}")),
+                    });
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| {
+            StepError::local(
+                "no_neighbours",
+                anyhow!("nobody to ask for shard block {id}"),
+            )
+        }))
     }
 
-    /// Applies a download through the apply path of `regolith import`. A failure punishes the neighbours
-    /// it came from: the next attempt asks others.
-    async fn import(&mut self, download: Download, neighbours: &[Arc<Neighbour>]) -> Result<usize> {
-        let source = download.source();
-        let applied = match download {
-            Download::Archive(path) => {
-                crate::import::import_archive(&self.storage, &self.queue, &path, &self.progress)
-                    .await
-            }
-            Download::Blocks(blocks) => {
-                crate::import::apply_checked_blocks(
-                    &self.storage,
-                    &self.queue,
-                    *blocks,
-                    &self.progress,
-                )
-                .await
-            }
-        };
+    fn is_applied(&self, id: &BlockId, last_applied: u32) -> Result<bool, StepError> {
+        crate::apply::is_applied(&self.storage, id, last_applied)
+            .map_err(|e| StepError::local("local", e))
+    }
+
+    /// Counts what the pipeline applied; a failure blames `neighbour` only when its data broke a rule
+    /// (local failures blame nobody).
+    fn applied(
+        &mut self,
+        source: Source,
+        applied: Result<ImportReport, ApplyError>,
+        neighbour: &Arc<Neighbour>,
+        reason: &'static str,
+    ) -> Result<usize, StepError> {
         match applied {
             Ok(report) => {
                 metrics::counter!("regolith_sync_blocks_total", "source" => source.label())
@@ -348,12 +469,18 @@ impl Sync {
                 self.report(report.last_mc_seqno, report.blocks_imported);
                 Ok(report.blocks_imported)
             }
-            Err(e) => {
-                for n in neighbours {
-                    punish(n, "invalid_data");
-                }
-                Err(e.context(format!("importing the {} download", source.label())))
+            Err(ApplyError::Invalid(e)) => {
+                neighbour.punish(Punishment::Malicious);
+                Err(StepError {
+                    reason,
+                    peer: Some(*neighbour.peer_id()),
+                    error: e.context(format!("applying the {} download", source.label())),
+                })
             }
+            Err(ApplyError::Local(e)) => Err(StepError::local(
+                "local",
+                e.context(format!("applying the {} download", source.label())),
+            )),
         }
     }
 
@@ -365,12 +492,6 @@ impl Sync {
 
 fn fail(reason: &'static str) {
     metrics::counter!("regolith_sync_failures_total", "reason" => reason).increment(1);
-}
-
-fn punish(neighbour: &Neighbour, reason: &'static str) {
-    fail(reason);
-    neighbour.punish(Punishment::Malicious);
-    tracing::warn!(peer = %neighbour.peer_id(), reason, "punished a peer for invalid data");
 }
 
 /// How often the tip probe runs.
@@ -430,8 +551,12 @@ where
     for _ in 0..24 {
         let s = lo.saturating_add(step);
         if held(s).await {
-            lo = s + 1;
+            // A peer may claim to hold every seqno: the search ends at u32::MAX, never past it.
+            lo = s.saturating_add(1);
             step = step.saturating_mul(2);
+            if s == u32::MAX {
+                break;
+            }
         } else {
             hi = Some(s);
             break;
@@ -567,6 +692,18 @@ impl SyncProgress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_peer_that_claims_every_seqno_ends_the_tip_search_at_the_top_without_overflow() {
+        let queries = std::cell::Cell::new(0);
+        let found = search_held(5, |_| {
+            queries.set(queries.get() + 1);
+            async { true }
+        })
+        .await;
+        assert_eq!(found, u32::MAX);
+        assert!(queries.get() <= 24);
+    }
 
     #[tokio::test]
     async fn the_tip_search_finds_the_peer_height_to_archive_precision() {

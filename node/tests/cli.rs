@@ -446,3 +446,147 @@ fn a_data_dir_from_before_the_genesis_data_gets_it_at_its_next_start() {
     );
     assert_eq!(after["persistent_states"]["recorded"], 2, "{after}");
 }
+
+#[test]
+fn a_zerostate_proof_stored_in_the_old_wrapped_format_is_built_again_at_the_next_start() {
+    use regolith_formats::zerostate::check_zerostate_proof;
+    use tycho_types::boc::Boc;
+    use tycho_types::cell::CellBuilder;
+    use tycho_types::merkle::MerkleProof;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    init(&data);
+    let open =
+        || regolith_storage::Storage::open(regolith_storage::StorageConfig::new(&data)).unwrap();
+    let (current, root_hash) = {
+        let storage = open();
+        let proof = storage
+            .node_state()
+            .load_zerostate_proof()
+            .unwrap()
+            .unwrap();
+        let root_hash = storage
+            .node_state()
+            .load_zerostate_id()
+            .unwrap()
+            .unwrap()
+            .root_hash;
+        check_zerostate_proof(&proof, &root_hash).unwrap();
+        // What an older build stored: the same tree inside a Merkle-proof cell.
+        let tree = Boc::decode(&proof).unwrap();
+        let wrapped = Boc::encode(
+            CellBuilder::build_from(&MerkleProof {
+                hash: *tree.hash(0),
+                depth: tree.depth(0),
+                cell: tree,
+            })
+            .unwrap(),
+        );
+        assert!(check_zerostate_proof(&wrapped, &root_hash).is_err());
+        storage
+            .node_state()
+            .store_zerostate_proof(&wrapped)
+            .unwrap();
+        (proof, root_hash)
+    };
+    ok(&data, &["import", "--quiet", &archive_1()]);
+    let storage = open();
+    let after = storage
+        .node_state()
+        .load_zerostate_proof()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        after, current,
+        "the proof is built again in the served format"
+    );
+    check_zerostate_proof(&after, &root_hash).unwrap();
+}
+
+#[test]
+fn an_archive_missing_a_shard_block_stops_before_the_mc_block_that_needs_it_and_heals() {
+    use regolith_formats::archive::{ArchiveEntryType, ArchiveReader, ArchiveWriter};
+    let dir = tempfile::tempdir().unwrap();
+    let raw = zstd::stream::decode_all(&std::fs::read(archive_1()).unwrap()[..]).unwrap();
+    let entries: Vec<_> = ArchiveReader::new(&raw[..])
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    // The last shard block: the mc blocks before the one that needs it are applied first.
+    let dropped = entries
+        .iter()
+        .rfind(|e| !e.block_id.is_masterchain() && e.ty == ArchiveEntryType::Block)
+        .unwrap()
+        .block_id;
+    // The first mc block that needs it: its top shard blocks reach it by prev ids.
+    let parsed: std::collections::HashMap<_, _> = entries
+        .iter()
+        .filter(|e| e.ty == ArchiveEntryType::Block)
+        .map(|e| {
+            (
+                e.block_id,
+                regolith_formats::ParsedBlock::parse(&e.block_id, &e.data).unwrap(),
+            )
+        })
+        .collect();
+    let mut mc: Vec<_> = parsed.keys().filter(|id| id.is_masterchain()).collect();
+    mc.sort_by_key(|id| id.seqno);
+    let needing = mc
+        .into_iter()
+        .find(|id| {
+            let mut pending = parsed[id].top_shard_blocks().unwrap();
+            let mut seen = std::collections::HashSet::new();
+            while let Some(next) = pending.pop() {
+                if next == dropped {
+                    return true;
+                }
+                if seen.insert(next) {
+                    if let Some(b) = parsed.get(&next) {
+                        pending.extend(b.prev_ids().unwrap());
+                    }
+                }
+            }
+            false
+        })
+        .unwrap()
+        .seqno;
+    let mut writer = ArchiveWriter::new(Vec::new()).unwrap();
+    for e in &entries {
+        if !(e.block_id == dropped && e.ty == ArchiveEntryType::Block) {
+            writer.write_entry(&e.block_id, e.ty, &e.data).unwrap();
+        }
+    }
+    let holed = dir.path().join("holed.bin");
+    std::fs::write(&holed, zstd::encode_all(&writer.finish()[..], 3).unwrap()).unwrap();
+
+    let data = dir.path().join("data");
+    init(&data);
+    let err = fails(&data, &["import", holed.to_str().unwrap()]);
+    assert!(err.contains(&dropped.to_string()), "{err}");
+    assert!(err.contains(&format!("mc block {needing}")), "{err}");
+    // What came before stays; nothing of the mc block that needs the missing one is stored.
+    let after = summary(&data);
+    assert!(
+        after["last_applied_mc_block"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("-1:8000000000000000:{}:", needing - 1)),
+        "{after}"
+    );
+    let block = regolith(&data, &["inspect", "--json", "block", &needing.to_string()]);
+    assert!(!block.status.success(), "mc block {needing} is not stored");
+    assert_clean(&after);
+
+    // The intact archive then gives exactly the state of a clean import.
+    ok(&data, &["import", "--quiet", &archive_1()]);
+    let clean = dir.path().join("clean");
+    init(&clean);
+    ok(&clean, &["import", "--quiet", &archive_1()]);
+    let digest = |d: &std::path::Path| {
+        serde_json::from_str::<Value>(&ok(d, &["inspect", "--json", "summary", "--digest"]))
+            .unwrap()["chain_digest"]
+            .clone()
+    };
+    assert_eq!(digest(&data), digest(&clean));
+    assert!(!digest(&data).is_null());
+    assert_eq!(queue_view(&data), queue_view(&clean));
+}

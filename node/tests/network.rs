@@ -580,6 +580,12 @@ async fn genesis_zerostate_proof_and_persistent_states_over_the_overlay() {
     };
     let checked = check_zerostate_proof(&proof, &zerostate.id.root_hash).unwrap();
     assert!(checked.extra.config.get_raw(34).unwrap().is_some());
+    // What a stock client checks (rpc.md §3.3): the BOC's root is the pruned tree itself, whose level-0 hash
+    // is the zerostate root hash, byte for byte what the zerostate's proof builder makes.
+    let root = Boc::decode(&proof).unwrap();
+    assert!(!root.descriptor().is_exotic(), "no Merkle-proof wrapper");
+    assert_eq!(*root.hash(0), zerostate.id.root_hash);
+    assert_eq!(&proof[..], &zerostate.build_proof().unwrap()[..]);
     assert!(
         proof.len() < zerostate_bytes.len(),
         "the accounts are pruned"

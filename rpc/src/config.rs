@@ -153,6 +153,22 @@ pub struct BlockchainRpcClientConfig {
     pub max_block_download_peers: usize,
     /// Request history capacities.
     pub request_history_size: RequestHistorySize,
+    /// The largest block accepted, decompressed; also the largest entry of an archive. The decompressor
+    /// stops at this size.
+    pub max_block_size: ByteSize,
+    /// The largest archive accepted, as announced (compressed) by getArchiveInfo.
+    pub max_archive_size: ByteSize,
+    /// The largest archive accepted once decompressed (it is spilled to disk, never held in memory).
+    pub max_archive_decompressed_size: ByteSize,
+    /// The largest persistent shard state (or part) accepted, decompressed (and so as announced).
+    pub max_persistent_state_size: ByteSize,
+    /// The largest persistent queue state accepted, decompressed (and so as announced).
+    pub max_queue_state_size: ByteSize,
+    /// A download whose rate stays below this many bytes per second ...
+    pub min_download_rate: ByteSize,
+    /// ... over a whole window of this length is abandoned.
+    #[serde(with = "humantime_serde")]
+    pub slow_download_window: Duration,
 }
 
 impl Default for BlockchainRpcClientConfig {
@@ -163,6 +179,13 @@ impl Default for BlockchainRpcClientConfig {
             download_retries: 10,
             max_block_download_peers: 3,
             request_history_size: RequestHistorySize::default(),
+            max_block_size: ByteSize::mib(64),
+            max_archive_size: ByteSize::gib(4),
+            max_archive_decompressed_size: ByteSize::gib(16),
+            max_persistent_state_size: ByteSize::gib(64),
+            max_queue_state_size: ByteSize::gib(4),
+            min_download_rate: ByteSize::kib(16),
+            slow_download_window: Duration::from_secs(60),
         }
     }
 }

@@ -211,11 +211,11 @@ impl Service<ServiceRequest> for TestServer {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn item3_a_1_mb_block_in_128_byte_chunks_round_trips() {
+async fn item3_a_1_mb_block_in_64_kib_chunks_round_trips_and_tiny_chunks_are_refused() {
     let original = random(1 << 20, 1);
     let blob = compressed(&original, 9);
     let id = mc_block(1, 1);
-    let server = TestServer::new(id, blob.clone(), 128, Fault::None);
+    let server = TestServer::new(id, blob.clone(), 64 << 10, Fault::None);
     let requests = server.chunk_requests.clone();
     let node = fast_node(41, new_overlay(), server);
     let c = client_of(42, &[&node]).await;
@@ -227,7 +227,7 @@ async fn item3_a_1_mb_block_in_128_byte_chunks_round_trips() {
     let data = got.data.expect("the block");
     assert_eq!(&data.block[..], &original[..]);
     assert_eq!(data.block_id, id);
-    let chunks = blob.len().div_ceil(128) - 1;
+    let chunks = blob.len().div_ceil(64 << 10) - 1;
     assert_eq!(requests.load(Ordering::SeqCst), chunks);
     // every chunk and the initial answer were accepted: the score is at the top
     assert_eq!(score_of(&c.client, &node), 128);
@@ -241,6 +241,22 @@ async fn item3_a_1_mb_block_in_128_byte_chunks_round_trips() {
         .unwrap();
     assert_eq!(neighbour.totals().0, total + 1);
     assert_eq!(neighbour.score(), 128);
+
+    // The same block in 128-byte chunks (one query per 128 bytes) is refused before any chunk is asked for.
+    let server = TestServer::new(id, blob.clone(), 128, Fault::None);
+    let requests = server.chunk_requests.clone();
+    let tiny = fast_node(45, new_overlay(), server);
+    let c = client_of(46, &[&tiny]).await;
+    let got = c
+        .client
+        .get_block_full(&id, DataRequirement::Required)
+        .await;
+    assert!(
+        matches!(&got, Err(ClientError::InvalidResponse(e)) if e.contains("chunk size 128")),
+        "{got:?}"
+    );
+    assert_eq!(requests.load(Ordering::SeqCst), 0);
+    assert!(score_of(&c.client, &tiny) < 64, "the peer is scored down");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,7 +287,8 @@ async fn item3_a_2_5_mib_block_arrives_in_3_chunks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dishonest_peers_are_scored_and_the_healthy_one_serves() {
-    let original = random(3000, 3);
+    // Four 64 KiB chunks.
+    let original = random(200_000, 3);
     let blob = compressed(&original, 3);
     let id = mc_block(5, 5);
     for (i, fault) in [
@@ -290,7 +307,7 @@ async fn dishonest_peers_are_scored_and_the_healthy_one_serves() {
         let bad = fast_node(
             ip,
             new_overlay(),
-            TestServer::new(id, blob.clone(), 512, fault),
+            TestServer::new(id, blob.clone(), 64 << 10, fault),
         );
         let alone = client_of(ip + 1, &[&bad]).await;
         let result = alone
@@ -311,12 +328,12 @@ async fn dishonest_peers_are_scored_and_the_healthy_one_serves() {
         let bad = fast_node(
             ip + 2,
             overlay,
-            TestServer::new(id, blob.clone(), 512, fault),
+            TestServer::new(id, blob.clone(), 64 << 10, fault),
         );
         let healthy = fast_node(
             ip + 3,
             overlay,
-            TestServer::new(id, blob.clone(), 512, Fault::None),
+            TestServer::new(id, blob.clone(), 64 << 10, Fault::None),
         );
         let both = client_of(ip + 4, &[&bad, &healthy]).await;
         let got = both
@@ -338,9 +355,13 @@ async fn item13_a_silent_peer_falls_back_to_the_healthy_one() {
     let silent = fast_node(
         90,
         overlay,
-        TestServer::new(id, blob.clone(), 512, Fault::Silent),
+        TestServer::new(id, blob.clone(), 64 << 10, Fault::Silent),
     );
-    let healthy = fast_node(91, overlay, TestServer::new(id, blob, 512, Fault::None));
+    let healthy = fast_node(
+        91,
+        overlay,
+        TestServer::new(id, blob, 64 << 10, Fault::None),
+    );
     let c = client_of(92, &[&silent, &healthy]).await;
     // The choice is random: download until the silent peer has been picked at least once.
     for _ in 0..40 {
@@ -593,27 +614,50 @@ async fn item7_broadcast_reaches_five_validators_each() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // A warm-up round opens the connections to the targets (two nodes connecting to each other at once can
-    // lose a stream while the duplicate connection is closed); the round under test follows.
+    // Warm-up: each node broadcasts until one of its broadcasts reaches all 5 targets. That opens the
+    // connections to the targets (two nodes connecting to each other at once can lose a stream while the
+    // duplicate connection is closed, and a loaded machine can fail a first send); the round under test
+    // follows once every connection is up. Warm-up messages are told apart by their tag, never by time.
+    let warm_up = |i: usize, n: u32| external(1_000_000 + i as u32 * 1000 + n);
+    let deadline = std::time::Instant::now() + Duration::from_secs(240);
     for (i, c) in clients.iter().enumerate() {
-        c.broadcast_external_message(&external(1000 + i as u32))
-            .await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    for r in &received {
-        r.0.lock().clear();
+        let mut n = 0;
+        while c.broadcast_external_message(&warm_up(i, n)).await < 5 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node {i}: no warm-up broadcast reached its 5 targets"
+            );
+            n += 1;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
     for o in &own {
         o.0.lock().clear();
     }
+    let is_under_test = |m: &Bytes| (0..NODES as u32).any(|i| m[..] == external(i)[..]);
     for (i, c) in clients.iter().enumerate() {
         let targets = c.overlay_client().broadcast_targets();
         assert!(!targets.contains(&ids[i]), "never itself");
         assert_eq!(c.broadcast_external_message(&external(i as u32)).await, 5);
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let total: usize = received.iter().map(|r| r.0.lock().len()).sum();
-    assert_eq!(total, NODES * 5);
+    // Every send succeeded: wait until the 50 messages have been handed to the listeners.
+    let under_test = || -> usize {
+        received
+            .iter()
+            .map(|r| r.0.lock().iter().filter(|(_, m)| is_under_test(m)).count())
+            .sum()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while under_test() < NODES * 5 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {} messages received",
+            under_test(),
+            NODES * 5
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(under_test(), NODES * 5);
     for (i, own) in own.iter().enumerate() {
         let message = external(i as u32);
         assert_eq!(own.0.lock().len(), 1);
@@ -742,16 +786,17 @@ async fn item4_archive_download_verifies_the_stream() {
 async fn split_persistent_states_are_validated_and_downloaded_in_prefix_order() {
     use regolith_rpc::{StateInfo, StateKind, StatePart, StatePartInfo};
     let block = shard_block(20, 4);
-    let (root, left, right) = (random(3000, 7), random(2000, 8), random(1000, 9));
+    // Several 64 KiB chunks each (the smallest chunk size a client accepts for a larger object).
+    let (root, left, right) = (random(300_000, 7), random(200_000, 8), random(100_000, 9));
     let z = |data: &[u8]| Bytes::from(zstd::encode_all(data, 3).unwrap());
     let (root_z, left_z, right_z) = (z(&root), z(&left), z(&right));
     let make = |split_depth: u8| {
-        let provider = StubProvider::new(1024);
+        let provider = StubProvider::new(64 << 10);
         provider.states.lock().insert(
             (block, StateKind::Shard),
             StateInfo {
                 size: root_z.len() as u64,
-                chunk_size: 1024,
+                chunk_size: 64 << 10,
                 split_depth,
                 // announced out of order: the client sorts them
                 parts: vec![

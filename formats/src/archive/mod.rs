@@ -4,10 +4,12 @@
 //! itself) and verifies every header, naming the byte offset of any error. [`ArchiveWriter`] produces the
 //! decompressed bytes exactly as the reference does for the same entries in the same order.
 
+mod index;
 mod reader;
 mod verifier;
 mod writer;
 
+pub use index::{ArchiveIndex, ArchiveLimits, IndexedEntry};
 pub use reader::{ArchiveEntry, ArchiveError, ArchiveErrorKind, ArchiveReader};
 pub use verifier::ArchiveVerifier;
 pub use writer::ArchiveWriter;

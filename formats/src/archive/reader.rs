@@ -48,6 +48,29 @@ pub enum ArchiveErrorKind {
         /// Bytes declared.
         expected: u32,
     },
+    /// An entry is larger than the limit the reader was given.
+    #[error("the {ty} entry of block {block_id} has {len} bytes, more than the limit of {max}")]
+    EntryTooLarge {
+        /// Entry block.
+        block_id: BlockId,
+        /// Entry type.
+        ty: ArchiveEntryType,
+        /// Bytes declared.
+        len: u32,
+        /// The limit.
+        max: u32,
+    },
+    /// The archive has more entries than the limit the reader was given.
+    #[error("more than {0} entries")]
+    TooManyEntries(u64),
+    /// A block has two entries of one type.
+    #[error("a second {ty} entry of block {block_id}")]
+    DuplicateEntry {
+        /// Entry block.
+        block_id: BlockId,
+        /// Entry type.
+        ty: ArchiveEntryType,
+    },
     /// Reading or decompressing failed.
     #[error("read failed: {0}")]
     Io(#[from] std::io::Error),

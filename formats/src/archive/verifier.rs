@@ -4,6 +4,7 @@
 //! the bad bytes arrive; [`ArchiveVerifier::finish`] requires the stream to end at an entry boundary.
 //! Hashes are not checked here.
 
+use super::index::{ArchiveIndex, ArchiveLimits, IndexedEntry};
 use super::reader::parse_entry_header;
 use super::{ArchiveError, ArchiveErrorKind, ARCHIVE_PREFIX, ENTRY_HEADER_LEN};
 use crate::BlockId;
@@ -26,6 +27,9 @@ pub struct ArchiveVerifier {
     /// Offset of the current header.
     header_offset: u64,
     entries: u64,
+    limits: ArchiveLimits,
+    /// The index being built, when asked for.
+    index: Option<ArchiveIndex>,
 }
 
 impl Default for ArchiveVerifier {
@@ -37,12 +41,28 @@ impl Default for ArchiveVerifier {
 impl ArchiveVerifier {
     /// A verifier at the start of a stream.
     pub fn new() -> Self {
+        Self::with_limits(ArchiveLimits::UNBOUNDED)
+    }
+
+    /// A verifier that also refuses entries and entry counts beyond `limits`.
+    pub fn with_limits(limits: ArchiveLimits) -> Self {
         Self {
             state: State::Prefix { have: 0 },
             buf: [0; ENTRY_HEADER_LEN],
             offset: 0,
             header_offset: 0,
             entries: 0,
+            limits,
+            index: None,
+        }
+    }
+
+    /// A verifier within `limits` that indexes the entries as they go by (a second entry of one type of a
+    /// block is refused); [`Self::finish_index`] returns the index.
+    pub fn indexing(limits: ArchiveLimits) -> Self {
+        Self {
+            index: Some(ArchiveIndex::default()),
+            ..Self::with_limits(limits)
         }
     }
 
@@ -112,7 +132,44 @@ impl ArchiveVerifier {
                         continue;
                     }
                     match parse_entry_header(&self.buf) {
-                        Ok((block_id, _, data_len)) => {
+                        Ok((block_id, ty, data_len)) => {
+                            let at = self.header_offset;
+                            if data_len > self.limits.max_entry_len {
+                                let max = self.limits.max_entry_len;
+                                return Err(self.fail(
+                                    at,
+                                    Some(block_id),
+                                    ArchiveErrorKind::EntryTooLarge {
+                                        block_id,
+                                        ty,
+                                        len: data_len,
+                                        max,
+                                    },
+                                ));
+                            }
+                            if self.entries >= self.limits.max_entries {
+                                let max = self.limits.max_entries;
+                                return Err(self.fail(
+                                    at,
+                                    Some(block_id),
+                                    ArchiveErrorKind::TooManyEntries(max),
+                                ));
+                            }
+                            if let Some(index) = &mut self.index {
+                                let entry = IndexedEntry {
+                                    block_id,
+                                    ty,
+                                    header_offset: at,
+                                    len: data_len,
+                                };
+                                if !index.push(entry) {
+                                    return Err(self.fail(
+                                        at,
+                                        Some(block_id),
+                                        ArchiveErrorKind::DuplicateEntry { block_id, ty },
+                                    ));
+                                }
+                            }
                             self.entries += 1;
                             self.state = State::Data {
                                 left: u64::from(data_len),
@@ -144,6 +201,23 @@ impl ArchiveVerifier {
             }
         }
         Ok(())
+    }
+
+    /// The stream ended: it must end at an entry boundary, after the prefix. Returns the index of an
+    /// indexing verifier (an empty one otherwise).
+    pub fn finish_index(mut self) -> Result<ArchiveIndex, Box<ArchiveError>> {
+        let mut index = self.index.take().unwrap_or_default();
+        index.set_decompressed_len(self.offset);
+        self.finish().map(|_| index)
+    }
+
+    /// The stream ended, possibly cut short or after an error: the index of the entries whose data lies
+    /// whole within the first `kept` bytes of the stream (what reached a spill file), and the error that ends
+    /// the stream, if it does not end cleanly.
+    pub fn finish_partial(mut self, kept: u64) -> (ArchiveIndex, Option<Box<ArchiveError>>) {
+        let mut index = self.index.take().unwrap_or_default();
+        index.retain_within(kept.min(self.offset));
+        (index, self.finish().err())
     }
 
     /// The stream ended: it must end at an entry boundary, after the prefix.

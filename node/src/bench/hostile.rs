@@ -348,7 +348,7 @@ fn start_node(
 }
 
 /// utime + stime of a process (seconds) and its VmRSS and VmHWM (MiB).
-fn process_usage(pid: u32) -> Result<(f64, f64, f64)> {
+pub(crate) fn process_usage(pid: u32) -> Result<(f64, f64, f64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // The fields after the command name, which is in parentheses and may hold spaces.
     let after = stat

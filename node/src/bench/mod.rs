@@ -1,8 +1,10 @@
 //! `regolith bench ...`: benchmarks that print figures (never timing assertions in tests).
 
 mod client;
+pub mod forger;
 mod handles;
 mod hostile;
+pub mod hostile_sync;
 mod queue;
 mod rpc;
 mod sync;

@@ -23,6 +23,10 @@ pub struct SyncBenchArgs {
     /// Print JSON rows.
     #[arg(long)]
     pub json: bool,
+    /// Instead: a fresh `regolith run` syncs from a forging peer, per attack alone and beside an honest
+    /// peer, next to the honest-only run (time to the tip, peak RSS, the forger's queries and scores).
+    #[arg(long)]
+    pub hostile: bool,
 }
 
 fn loopback() -> std::net::SocketAddr {
@@ -124,6 +128,9 @@ async fn sync_once(
 
 /// Runs the benchmark.
 pub async fn sync(args: SyncBenchArgs) -> Result<()> {
+    if args.hostile {
+        return super::hostile_sync::bench(&args.fixtures, args.json).await;
+    }
     let archive_bytes: u64 = {
         let file = std::fs::File::open(args.fixtures.join("archive_1.bin"))?;
         let mut reader = regolith_formats::archive::ArchiveReader::new_compressed(

@@ -14,7 +14,7 @@ use tycho_network::PeerId;
 use tycho_types::models::BlockId;
 
 use super::broadcast_timeout::BroadcastTimeout;
-use super::download::{download_chunks, ChunkedDownload, VerifyingSink};
+use super::download::{download_chunks, ChunkedDownload, DownloadLimits, VerifyingSink};
 use super::error::ClientError;
 use super::history::RequestHistory;
 use super::neighbour::{Neighbour, Punishment};
@@ -257,6 +257,24 @@ impl BlockchainRpcClient {
         capped_chunk_size(u64::MAX, self.inner.max_frame_size)
     }
 
+    fn download_limits(&self, max_decompressed: u64) -> DownloadLimits {
+        DownloadLimits {
+            max_decompressed,
+            min_rate: self.inner.config.min_download_rate.as_u64(),
+            window: self.inner.config.slow_download_window,
+        }
+    }
+
+    /// The bounds on an archive's entries that this client's config sets (`max_block_size` per entry).
+    pub fn archive_limits(&self) -> regolith_formats::archive::ArchiveLimits {
+        regolith_formats::archive::ArchiveLimits {
+            max_entry_len: u32::try_from(self.inner.config.max_block_size.as_u64())
+                .unwrap_or(u32::MAX),
+            // Three entries per block, and far more blocks than an archive of 100 mc blocks holds.
+            max_entries: 3_000_000,
+        }
+    }
+
     async fn simple<R, T>(
         &self,
         history: Option<&Arc<RequestHistory>>,
@@ -432,6 +450,15 @@ impl BlockchainRpcClient {
                 continue;
             }
             let (size, chunk_size) = (u64::from(block.size), u64::from(block.chunk_size));
+            let max_block = self.inner.config.max_block_size.as_u64();
+            if size > max_block {
+                // Compressed data larger than the largest block accepted decompressed is a lie.
+                handle.punish(Punishment::Malicious);
+                last_error = Some(ClientError::InvalidResponse(format!(
+                    "block {block_id} of {size} bytes, more than the limit of {max_block}"
+                )));
+                continue;
+            }
             let first = block.data.len() as u64;
             if first > chunk_size || first > size || first != size.min(chunk_size) {
                 handle.reject();
@@ -453,6 +480,7 @@ impl BlockchainRpcClient {
                 },
                 retries: self.inner.config.download_retries,
                 compressed_tee: None,
+                limits: self.download_limits(max_block),
             };
             match download_chunks(
                 overlay,
@@ -522,6 +550,31 @@ impl BlockchainRpcClient {
                     } => {
                         if u64::from(chunk_size) > cap {
                             handle.reject();
+                            continue;
+                        }
+                        let max = self.inner.config.max_archive_size.as_u64();
+                        if size > max {
+                            // Nothing is created or downloaded for an archive beyond the limit.
+                            tracing::warn!(
+                                peer = %neighbour.peer_id(),
+                                size,
+                                max,
+                                "an archive larger than max_archive_size was announced"
+                            );
+                            // A claim, not data: rejected (a lower score), the search goes on.
+                            handle.reject();
+                            last_error = Some(ClientError::InvalidResponse(format!(
+                                "archive of {size} bytes, more than the limit of {max}"
+                            )));
+                            continue;
+                        }
+                        if u64::from(chunk_size) < super::download::MIN_CHUNK_SIZE
+                            && size > u64::from(chunk_size)
+                        {
+                            handle.reject();
+                            last_error = Some(ClientError::InvalidResponse(format!(
+                                "archive chunk size {chunk_size}, below the minimum"
+                            )));
                             continue;
                         }
                         handle.accept();
@@ -609,6 +662,7 @@ impl BlockchainRpcClient {
             },
             retries: self.inner.config.download_retries,
             compressed_tee,
+            limits: self.download_limits(self.inner.config.max_archive_decompressed_size.as_u64()),
         };
         download_chunks(
             &self.inner.overlay,
@@ -717,6 +771,23 @@ impl BlockchainRpcClient {
                 handle.reject();
                 continue;
             }
+            let max = match kind {
+                StateKind::Shard => self.inner.config.max_persistent_state_size.as_u64(),
+                StateKind::Queue => self.inner.config.max_queue_state_size.as_u64(),
+            };
+            let largest = parts
+                .iter()
+                .map(|p| p.size)
+                .chain([size])
+                .max()
+                .unwrap_or(size);
+            if largest > max {
+                handle.punish(Punishment::Malicious);
+                last_error = Some(ClientError::InvalidResponse(format!(
+                    "a state of {block} of {largest} bytes, more than the limit of {max}"
+                )));
+                continue;
+            }
             handle.accept();
             return Ok(PendingPersistentState {
                 block_id,
@@ -780,6 +851,11 @@ impl BlockchainRpcClient {
             request,
             retries: self.inner.config.download_retries,
             compressed_tee: None,
+            // The decompressor stops at the kind's limit, which bounds the announced size too.
+            limits: self.download_limits(match kind {
+                StateKind::Shard => self.inner.config.max_persistent_state_size.as_u64(),
+                StateKind::Queue => self.inner.config.max_queue_state_size.as_u64(),
+            }),
         };
         let mut sink = download_chunks(
             &self.inner.overlay,

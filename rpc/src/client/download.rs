@@ -16,6 +16,9 @@ use crate::proto;
 
 /// Chunks in flight, and the capacity of the channel to the decompressing thread.
 pub const MAX_IN_FLIGHT: usize = 10;
+/// The smallest chunk size accepted for an object larger than one chunk: below it a download costs a query
+/// per few bytes.
+pub(crate) const MIN_CHUNK_SIZE: u64 = 64 << 10;
 /// Pause between two attempts of one chunk.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
@@ -80,6 +83,57 @@ pub(super) struct ChunkedDownload<F> {
     pub retries: usize,
     /// Receives the compressed bytes as served, after their size checks and before decompression.
     pub compressed_tee: Option<Box<dyn Write + Send>>,
+    /// Bounds on the download.
+    pub limits: DownloadLimits,
+}
+
+/// Bounds on one download: what it may decompress to, and how slowly it may go.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct DownloadLimits {
+    /// The decompressor stops here: more is a lie about the object.
+    pub max_decompressed: u64,
+    /// Below this many bytes per second over a whole window the download is abandoned.
+    pub min_rate: u64,
+    /// The window of the rate floor.
+    pub window: Duration,
+}
+
+/// The sink of a download, cut at the decompressed-size limit.
+struct Limited<W> {
+    inner: W,
+    left: u64,
+    limit: u64,
+}
+
+/// The marker of an over-limit write, told apart from the sink's own failures.
+#[derive(Debug)]
+struct OverLimit(u64);
+
+impl std::fmt::Display for OverLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "it decompresses to more than {} bytes", self.0)
+    }
+}
+
+impl std::error::Error for OverLimit {}
+
+impl<W: Write> Write for Limited<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.len() as u64 > self.left {
+            return Err(std::io::Error::other(OverLimit(self.limit)));
+        }
+        let n = self.inner.write(buf)?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn is_over_limit(e: &std::io::Error) -> bool {
+    matches!(e.get_ref(), Some(inner) if inner.is::<OverLimit>())
 }
 
 /// A finished download: the sink of the decompressed bytes and the compressed tee, if any.
@@ -111,13 +165,23 @@ where
         request,
         retries,
         mut compressed_tee,
+        limits,
     } = download;
-    if chunk_size == 0 {
-        return Err(ClientError::InvalidResponse("chunk size 0".into()));
+    if chunk_size == 0 || (chunk_size < MIN_CHUNK_SIZE && size > chunk_size) {
+        // A stock node serves 1 MiB chunks; tiny ones only make the download cost a query per few bytes.
+        neighbour.punish(super::neighbour::Punishment::Slow);
+        return Err(ClientError::InvalidResponse(format!(
+            "chunk size {chunk_size} for {size} bytes (below the minimum of {MIN_CHUNK_SIZE})"
+        )));
     }
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, Bytes, Option<Handle>)>(MAX_IN_FLIGHT);
+    let limited = Limited {
+        inner: sink,
+        left: limits.max_decompressed,
+        limit: limits.max_decompressed,
+    };
     let decoder = tokio::task::spawn_blocking(move || -> Result<Decoded<W>, ClientError> {
-        let mut decoder = zstd::stream::write::Decoder::new(sink)
+        let mut decoder = zstd::stream::write::Decoder::new(limited)
             .map_err(|e| ClientError::Internal(format!("zstd decoder: {e}")))?;
         let mut downloaded = 0u64;
         let mut initial = None;
@@ -161,6 +225,13 @@ where
                 }
             }
             if let Err(e) = decoder.write_all(&chunk) {
+                if is_over_limit(&e) {
+                    // The decompressor stopped at the limit: a bomb, not a slow or broken peer.
+                    if let Some(Handle::Chunk(h) | Handle::Initial(h)) = handle {
+                        h.punish(super::neighbour::Punishment::Malicious);
+                    }
+                    return Err(ClientError::InvalidResponse(e.to_string()));
+                }
                 return fail(handle, format!("invalid zstd stream or sink: {e}"));
             }
             match handle {
@@ -182,7 +253,7 @@ where
             ClientError::InvalidResponse(format!("invalid zstd stream or sink: {e}"))
         })?;
         Ok(Decoded::Complete(Downloaded {
-            sink: decoder.into_inner(),
+            sink: decoder.into_inner().inner,
             compressed_tee,
         }))
     });
@@ -212,7 +283,37 @@ where
         })
         .buffered(MAX_IN_FLIGHT);
     let mut error = None;
-    while let Some((offset, result)) = chunks.next().await {
+    // The rate floor: each window must bring `min_rate × window` bytes, or the download is abandoned.
+    let floor = limits
+        .min_rate
+        .saturating_mul(limits.window.as_secs().max(1));
+    let mut window_end = tokio::time::Instant::now() + limits.window;
+    let mut window_bytes = 0u64;
+    loop {
+        let next = tokio::time::timeout_at(window_end, chunks.next()).await;
+        let item = match next {
+            Ok(Some(item)) => Some(item),
+            Ok(None) => break,
+            Err(_) => None,
+        };
+        if let Some((_, Ok(response))) = &item {
+            window_bytes += response.data.data.len() as u64;
+        }
+        if tokio::time::Instant::now() >= window_end {
+            if window_bytes < floor {
+                neighbour.punish(super::neighbour::Punishment::Slow);
+                error = Some(ClientError::Network(format!(
+                    "the download brought {window_bytes} bytes in {:?}, below the floor of {} bytes/s",
+                    limits.window, limits.min_rate
+                )));
+                break;
+            }
+            window_end = tokio::time::Instant::now() + limits.window;
+            window_bytes = 0;
+        }
+        let Some((offset, result)) = item else {
+            continue;
+        };
         match result {
             Ok(response) => {
                 let item = (
