@@ -735,8 +735,9 @@ impl Generator {
     }
 }
 
-/// The Merkle update from `old` to `new`: the old cells that the new state no longer has are kept, the
-/// rest is pruned.
+/// The Merkle update from `old` to `new`. The filter is the old cells the update must know: those the new
+/// state no longer has, and the topmost old cells it keeps (reached from a changed cell). Kept cells are
+/// pruned in both halves, so only the changed paths and the new cells are in the update.
 fn merkle_update(old: &Cell, new: &Cell) -> Result<MerkleUpdate, ChainError> {
     let mut in_new = std::collections::HashSet::new();
     let mut stack = vec![new.as_ref()];
@@ -749,7 +750,7 @@ fn merkle_update(old: &Cell, new: &Cell) -> Result<MerkleUpdate, ChainError> {
     let mut stack = vec![old.as_ref()];
     while let Some(cell) = stack.pop() {
         let hash = *cell.repr_hash();
-        if in_new.contains(&hash) || !changed.insert(hash) {
+        if !changed.insert(hash) || in_new.contains(&hash) {
             continue;
         }
         stack.extend(cell.references());

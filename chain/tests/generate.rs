@@ -310,3 +310,27 @@ fn persistent_key_blocks_come_with_their_shard_and_queue_states() {
     }
     assert_eq!(persistent, vec![20, 40]);
 }
+
+#[test]
+fn a_state_update_holds_only_the_changed_paths() {
+    use tycho_types::boc::Boc;
+    use tycho_types::models::Block;
+
+    let mut generator = Generator::new(small(), &base_zerostate()).unwrap();
+    let before = generator.mc_state_root().clone();
+    let group = generator.next_mc_block().unwrap();
+    let mc = group.blocks.last().unwrap();
+    let block = Boc::decode(&mc.data).unwrap().parse::<Block>().unwrap();
+    let update = block.load_state_update().unwrap();
+    assert_eq!(update.old_hash, *before.repr_hash());
+    assert_eq!(update.new_hash, *generator.mc_state_root().repr_hash());
+    let applied = update.apply(&before).unwrap();
+    assert_eq!(applied.repr_hash(), generator.mc_state_root().repr_hash());
+    // The config and the accounts are kept, not repeated: the block is far smaller than the state.
+    assert!(
+        mc.data.len() * 4 < Boc::encode(generator.mc_state_root()).len(),
+        "block {} B, state {} B",
+        mc.data.len(),
+        Boc::encode(generator.mc_state_root()).len()
+    );
+}
