@@ -6,6 +6,7 @@ pub mod apply;
 pub mod bench;
 pub mod block_check;
 pub mod block_ref;
+pub mod chain_cmd;
 pub mod config;
 pub mod crash;
 pub mod devnet;
@@ -24,6 +25,7 @@ pub mod proofs;
 pub mod queue_state;
 pub mod queue_sync;
 pub mod run;
+pub mod state_import;
 pub mod sync;
 
 use anyhow::Result;

@@ -60,6 +60,9 @@ enum Command {
         /// Print the reports as JSON.
         #[arg(long)]
         json: bool,
+        /// Persistent state files (`{B}.boc`, `{B}.queue`) to store as served states after the archives.
+        #[arg(long)]
+        states: Option<PathBuf>,
     },
     /// Show what the data directory holds.
     Inspect {
@@ -101,6 +104,8 @@ enum Command {
     Devnet(regolith_node::devnet::DevnetArgs),
     /// Talk to a Tycho network: fetch blocks, archives, states and proofs from peers, send messages.
     P2p(regolith_node::p2p::P2pArgs),
+    /// Generated chains: `chain generate` writes a chain of real, signed blocks.
+    Chain(regolith_node::chain_cmd::ChainArgs),
 }
 
 #[derive(Subcommand)]
@@ -264,7 +269,12 @@ async fn execute(cli: Cli) -> Result<()> {
                 println!("address:      {}", report.address);
             }
         }
-        Command::Import { files, quiet, json } => {
+        Command::Import {
+            files,
+            quiet,
+            json,
+            states,
+        } => {
             let config = data.load_node_config()?;
             for file in &files {
                 if !file.is_file() {
@@ -299,6 +309,20 @@ async fn execute(cli: Cli) -> Result<()> {
                         report.blocks_already_present,
                         report.elapsed_ms,
                         report.last_mc_seqno
+                    );
+                }
+            }
+            if let Some(dir) = states {
+                let report = regolith_node::state_import::import_states(&storage, &dir).await?;
+                if json {
+                    println!("{}", serde_json::to_string(&report)?);
+                } else {
+                    println!(
+                        "{}: stored {} shard states and {} queue states ({} already present)",
+                        dir.display(),
+                        report.shard_states,
+                        report.queue_states,
+                        report.already_present
                     );
                 }
             }
@@ -369,6 +393,7 @@ async fn execute(cli: Cli) -> Result<()> {
         } => bench::queue(json, quick, &cases, &import_file)?,
         Command::Run => run::run(&data).await?,
         Command::Ledger(args) => ledger_cmd::run(&data.root, args)?,
+        Command::Chain(args) => regolith_node::chain_cmd::run(args)?,
         Command::Devnet(args) => regolith_node::devnet::run(args).await?,
         Command::P2p(args) => {
             let json = args.json;

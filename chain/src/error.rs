@@ -1,0 +1,47 @@
+//! The generator's error type.
+
+/// Why a chain could not be generated or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    /// The options are not usable.
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
+    /// The base zerostate does not parse or lacks a part.
+    #[error("base zerostate: {0}")]
+    Zerostate(String),
+    /// A cell, dictionary or Merkle structure could not be built.
+    #[error("building {what}: {reason}")]
+    Build {
+        /// What was being built.
+        what: String,
+        /// The cell library's message.
+        reason: String,
+    },
+    /// A file could not be written.
+    #[error("writing {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// Maps a cell-library error into [`ChainError::Build`] naming `what`.
+pub(crate) fn build_err(
+    what: impl Into<String>,
+) -> impl FnOnce(tycho_types::error::Error) -> ChainError {
+    let what = what.into();
+    move |e| ChainError::Build {
+        what,
+        reason: e.to_string(),
+    }
+}
+
+/// Maps an I/O error into [`ChainError::Io`] naming the path.
+pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> ChainError + '_ {
+    move |source| ChainError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}

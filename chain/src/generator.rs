@@ -1,0 +1,793 @@
+//! The chain builder: extends a generated chain by one masterchain block at a time, with a new top block of
+//! every shard before it, each block with its state (a Merkle update from the previous state), queue diff
+//! and proof.
+
+use std::collections::HashMap;
+
+use regolith_formats::queue_diff::{QueueDiff, QueueKey};
+use tycho_types::boc::Boc;
+use tycho_types::cell::{Cell, CellBuilder, HashBytes, Lazy, LazyExotic};
+use tycho_types::merkle::MerkleUpdate;
+use tycho_types::models::{
+    Block, BlockExtra, BlockId, BlockInfo, BlockRef, BlockSignatures, BlockchainConfig,
+    ConsensusInfo, GlobalVersion, KeyBlockRef, KeyMaxLt, McBlockExtra, McStateExtra,
+    OutMsgQueueUpdates, PrevBlockRef, ShardDescription, ShardHashes, ShardIdent, ShardStateUnsplit,
+    StdAddr, ValidatorBaseInfo, ValidatorSet, ValueFlow,
+};
+
+use crate::archive::ArchivedBlock;
+use crate::error::{build_err, ChainError};
+use crate::keys::{subset_round, ValidatorKeys};
+use crate::messages::{build_block_messages, Accounts, MessageSpec};
+use crate::zerostate::{self, Genesis};
+use crate::ChainOptions;
+
+/// Logical-time slot of one block: block k starts at `k * LT_SLOT`.
+const LT_SLOT: u64 = 1_000_000;
+/// Accounts per chain (shard or masterchain).
+const ACCOUNTS_PER_CHAIN: usize = 16;
+/// Length of the persistent-state window (storage.md: 2^17 s).
+pub const PERSISTENT_WINDOW_BITS: u32 = 17;
+/// Milliseconds after its second at which a masterchain block is generated (shard blocks at 0).
+const MC_UTIME_MS: u16 = 500;
+
+/// The last block of one chain (a shard, or the masterchain) and its state.
+struct ChainTip {
+    shard: ShardIdent,
+    id: BlockId,
+    end_lt: u64,
+    state: ShardStateUnsplit,
+    state_root: Cell,
+    last_diff_hash: HashBytes,
+    /// This chain's diffs that consumers may still need (its queue state's tail), oldest first.
+    pending_diffs: Vec<PendingDiff>,
+    /// This chain's last `processed_to`.
+    processed_to: Vec<(ShardIdent, QueueKey)>,
+}
+
+impl ChainTip {
+    fn block_ref(&self) -> BlockRef {
+        BlockRef {
+            end_lt: self.end_lt,
+            seqno: self.id.seqno,
+            root_hash: self.id.root_hash,
+            file_hash: self.id.file_hash,
+        }
+    }
+}
+
+/// A diff still in the queue, with its message cells in the diff's (hash) order.
+#[derive(Clone)]
+pub(crate) struct PendingDiff {
+    pub(crate) max_message: QueueKey,
+    pub(crate) diff: QueueDiff,
+    pub(crate) messages: Vec<Cell>,
+}
+
+/// A generated block ready for an archive, with what the chain summary lists.
+pub struct GeneratedGroup {
+    /// The mc block.
+    pub mc: BlockId,
+    /// Whether it is a key block.
+    pub is_key_block: bool,
+    /// Whether it is a persistent key block (the first key block of a new 2^17 s window).
+    pub is_persistent: bool,
+    /// Whether it installs a new validator set.
+    pub rotates: bool,
+    /// Its gen_utime.
+    pub gen_utime: u32,
+    /// Its shard blocks, then itself, in apply order.
+    pub blocks: Vec<ArchivedBlock>,
+}
+
+/// The stateful generator. [`Generator::next_mc_block`] extends the chain by one mc block.
+pub struct Generator {
+    options: ChainOptions,
+    /// The genesis.
+    pub genesis: Genesis,
+    global_id: i32,
+    gen_software: GlobalVersion,
+    shuffle: bool,
+    config: BlockchainConfig,
+    /// Every validator set generated so far (0: the zerostate's).
+    pub sets: Vec<ValidatorKeys>,
+    current_set: usize,
+    current_vset: ValidatorSet,
+    announced: Option<(usize, ValidatorSet)>,
+    catchain_seqno: u32,
+    consensus_info: ConsensusInfo,
+    mc: ChainTip,
+    mc_extra: McStateExtra,
+    shards: Vec<ChainTip>,
+    accounts: Vec<Accounts>,
+    prev_tx: HashMap<HashBytes, (HashBytes, u64)>,
+    lt_slot: u64,
+    utime: u32,
+    key_blocks: u32,
+    last_key_block: u32,
+    last_key_utime: u32,
+    last_key_ref: Option<BlockRef>,
+}
+
+impl Generator {
+    /// Builds the genesis from `base_zerostate` and starts the chain at it.
+    pub fn new(options: ChainOptions, base_zerostate: &[u8]) -> Result<Self, ChainError> {
+        options.validate()?;
+        let shards = zerostate::split_workchain(options.shards)?;
+        let base = regolith_formats::zerostate::McZerostate::parse(base_zerostate)
+            .map_err(|e| ChainError::Zerostate(e.to_string()))?;
+        let gen_utime = base.state.gen_utime;
+        let shuffle = base
+            .extra
+            .config
+            .get_collation_config()
+            .map_err(|e| ChainError::Zerostate(format!("collation config: {e}")))?
+            .shuffle_mc_validators;
+        let gen_software = base
+            .extra
+            .config
+            .get_global_version()
+            .map_err(|e| ChainError::Zerostate(format!("global version: {e}")))?;
+        let consensus_info = base.extra.consensus_info;
+        let keys = ValidatorKeys::derive(options.seed, 0, options.validators);
+        let vset = keys.validator_set(gen_utime)?;
+        let round = subset_round(
+            gen_software.capabilities,
+            0,
+            consensus_info.vset_switch_round,
+        );
+        let (_, short_hash) = vset
+            .compute_mc_subset(round, shuffle)
+            .ok_or_else(|| ChainError::InvalidOption("the masterchain subset is empty".into()))?;
+        let genesis = zerostate::build(base_zerostate, &vset, short_hash, &shards)?;
+
+        let mc = ChainTip {
+            shard: ShardIdent::MASTERCHAIN,
+            id: genesis.mc.id,
+            end_lt: 0,
+            state: genesis.mc.state.clone(),
+            state_root: genesis.mc.root.clone(),
+            last_diff_hash: HashBytes::ZERO,
+            pending_diffs: Vec::new(),
+            processed_to: Vec::new(),
+        };
+        let shard_tips = genesis
+            .shards
+            .iter()
+            .map(|z| {
+                let state = z
+                    .root
+                    .parse::<ShardStateUnsplit>()
+                    .map_err(build_err("a shard zerostate"))?;
+                Ok(ChainTip {
+                    shard: z.id.shard,
+                    id: z.id,
+                    end_lt: 0,
+                    state,
+                    state_root: z.root.clone(),
+                    last_diff_hash: HashBytes::ZERO,
+                    pending_diffs: Vec::new(),
+                    processed_to: Vec::new(),
+                })
+            })
+            .collect::<Result<Vec<_>, ChainError>>()?;
+        let mut accounts = vec![Accounts::derive(
+            options.seed,
+            ShardIdent::MASTERCHAIN,
+            ACCOUNTS_PER_CHAIN,
+        )];
+        accounts.extend(
+            shards
+                .iter()
+                .map(|s| Accounts::derive(options.seed, *s, ACCOUNTS_PER_CHAIN)),
+        );
+        Ok(Self {
+            global_id: genesis.mc.state.global_id,
+            config: genesis.mc.extra.config.clone(),
+            mc_extra: genesis.mc.extra.clone(),
+            options,
+            gen_software,
+            shuffle,
+            sets: vec![keys],
+            current_set: 0,
+            current_vset: vset,
+            announced: None,
+            catchain_seqno: 0,
+            consensus_info,
+            mc,
+            shards: shard_tips,
+            accounts,
+            prev_tx: HashMap::new(),
+            lt_slot: 0,
+            utime: gen_utime,
+            key_blocks: 0,
+            last_key_block: 0,
+            last_key_utime: gen_utime,
+            last_key_ref: None,
+            genesis,
+        })
+    }
+
+    /// The options.
+    pub fn options(&self) -> &ChainOptions {
+        &self.options
+    }
+
+    /// The last mc block.
+    pub fn last_mc_block(&self) -> BlockId {
+        self.mc.id
+    }
+
+    /// The validator set that signs the next blocks.
+    pub fn current_set(&self) -> &ValidatorKeys {
+        &self.sets[self.current_set]
+    }
+
+    /// The last mc state root.
+    pub fn mc_state_root(&self) -> &Cell {
+        &self.mc.state_root
+    }
+
+    /// The top shard blocks and their state roots.
+    pub fn shard_tips(&self) -> Vec<(BlockId, Cell)> {
+        self.shards
+            .iter()
+            .map(|t| (t.id, t.state_root.clone()))
+            .collect()
+    }
+
+    /// The last block of every chain (mc first), its state root and its queue tail (oldest first).
+    pub(crate) fn tips(&self) -> Vec<(BlockId, Cell, &[PendingDiff])> {
+        std::iter::once(&self.mc)
+            .chain(self.shards.iter())
+            .map(|t| (t.id, t.state_root.clone(), t.pending_diffs.as_slice()))
+            .collect()
+    }
+
+    fn next_start_lt(&mut self) -> u64 {
+        self.lt_slot += 1;
+        self.lt_slot * LT_SLOT
+    }
+
+    /// Every chain's position as of now (what the next blocks have processed): (lt, ff…) of its last end_lt.
+    fn processed_snapshot(&self) -> Vec<(ShardIdent, QueueKey)> {
+        let mut out: Vec<(ShardIdent, QueueKey)> = std::iter::once(&self.mc)
+            .chain(self.shards.iter())
+            .map(|t| {
+                (
+                    t.shard,
+                    QueueKey {
+                        lt: t.end_lt,
+                        hash: HashBytes([0xff; 32]),
+                    },
+                )
+            })
+            .collect();
+        out.sort_by_key(|(s, _)| (s.workchain(), s.prefix()));
+        out
+    }
+
+    /// Generates the next mc block with a new top block of every shard.
+    pub fn next_mc_block(&mut self) -> Result<GeneratedGroup, ChainError> {
+        let seqno = self.mc.id.seqno + 1;
+        let is_key_block = seqno.is_multiple_of(self.options.key_block_every);
+        let mut is_persistent = false;
+        let mut rotates = false;
+        let mut announces = false;
+        if is_key_block {
+            let index = self.key_blocks + 1;
+            if index.is_multiple_of(self.options.persistent_every) {
+                // The first second of the next 2^17 s window.
+                self.utime = ((self.utime >> PERSISTENT_WINDOW_BITS) + 1) << PERSISTENT_WINDOW_BITS;
+            } else {
+                self.utime += 1;
+            }
+            is_persistent = (self.utime >> PERSISTENT_WINDOW_BITS)
+                != (self.last_key_utime >> PERSISTENT_WINDOW_BITS);
+            rotates = index.is_multiple_of(self.options.rotate_every);
+            announces = (index + 1).is_multiple_of(self.options.rotate_every);
+        } else {
+            self.utime += 1;
+        }
+        let utime = self.utime;
+        let processed = self.processed_snapshot();
+        let mc_ref = self.mc.block_ref();
+        let min_ref_mc_seqno = self.mc.id.seqno;
+
+        // The signing set is the one in effect after the previous key block.
+        let signing = self.current_set;
+        let round = subset_round(
+            self.gen_software.capabilities,
+            self.catchain_seqno,
+            self.consensus_info.vset_switch_round,
+        );
+        let (_, short_hash) = self
+            .current_vset
+            .compute_mc_subset(round, self.shuffle)
+            .ok_or_else(|| ChainError::InvalidOption("the masterchain subset is empty".into()))?;
+
+        let mut blocks = Vec::with_capacity(self.shards.len() + 1);
+        let mut descrs = Vec::with_capacity(self.shards.len());
+        let chains = 1 + self.shards.len();
+        for shard_index in 0..self.shards.len() {
+            let start_lt = self.next_start_lt();
+            let src_accounts = self.accounts[1 + shard_index].clone();
+            let mut specs = Vec::with_capacity(self.options.messages as usize);
+            for i in 0..self.options.messages as usize {
+                let src = src_accounts.ids[i % src_accounts.ids.len()];
+                // Every other chain in turn, the masterchain included.
+                let offset = 1 + (i + seqno as usize) % (chains - 1).max(1);
+                let dst_chain = if chains == 1 {
+                    1
+                } else {
+                    (1 + shard_index + offset) % chains
+                };
+                let dst_accounts = &self.accounts[dst_chain];
+                let dst = dst_accounts.ids[(i * 7 + seqno as usize) % dst_accounts.ids.len()];
+                specs.push(MessageSpec {
+                    src: StdAddr::new(src_accounts.shard.workchain() as i8, src),
+                    dst: StdAddr::new(dst_accounts.shard.workchain() as i8, dst),
+                    body: self.message_body(self.shards[shard_index].shard, seqno, i),
+                });
+            }
+            let built = build_block_messages(specs, start_lt, utime, &mut self.prev_tx)?;
+            let mut sorted_cells: Vec<Cell> =
+                built.messages.iter().map(|m| m.cell.clone()).collect();
+            sorted_cells.sort_by_key(|c| *c.repr_hash());
+            let end_lt = built.last_lt.max(start_lt + 1);
+            let (min_message, max_message, hashes) = diff_bounds(&built.messages, start_lt, end_lt);
+            let tail_len = self.tail_len(shard_index + 1, &max_message);
+            let tip = &self.shards[shard_index];
+            let shard = tip.shard;
+            let block_seqno = tip.id.seqno + 1;
+
+            let diff = QueueDiff {
+                prev_hash: tip.last_diff_hash,
+                shard,
+                seqno: block_seqno,
+                processed_to: processed.clone(),
+                min_message,
+                max_message,
+                messages: hashes,
+                router_partitions_src: Vec::new(),
+                router_partitions_dst: Vec::new(),
+            };
+            let diff_bytes = diff.to_bytes();
+            let diff_hash = regolith_formats::queue_diff::queue_diff_hash(&diff_bytes);
+
+            let new_state = ShardStateUnsplit {
+                seqno: block_seqno,
+                gen_utime: utime,
+                gen_utime_ms: 0,
+                gen_lt: end_lt,
+                min_ref_mc_seqno,
+                master_ref: Some(mc_ref.clone()),
+                ..tip.state.clone()
+            };
+            let new_root =
+                CellBuilder::build_from(&new_state).map_err(build_err("a shard state"))?;
+            let update = merkle_update(&tip.state_root, &new_root)?;
+
+            let mut info = BlockInfo {
+                seqno: block_seqno,
+                shard,
+                gen_utime: utime,
+                gen_utime_ms: 0,
+                start_lt,
+                end_lt,
+                gen_validator_list_hash_short: short_hash,
+                gen_catchain_seqno: self.catchain_seqno,
+                min_ref_mc_seqno,
+                prev_key_block_seqno: self.last_key_block,
+                master_ref: Some(Lazy::new(&mc_ref).map_err(build_err("master ref"))?),
+                ..Default::default()
+            };
+            info.set_gen_software(Some(self.gen_software));
+            info.set_prev_ref(&PrevBlockRef::Single(tip.block_ref()));
+            let extra = BlockExtra {
+                out_msg_description: Lazy::new(&built.out_msgs)
+                    .map_err(build_err("OutMsgDescr"))?,
+                account_blocks: Lazy::new(&built.account_blocks)
+                    .map_err(build_err("account blocks"))?,
+                rand_seed: self.rand_seed(shard, block_seqno),
+                created_by: self.sets[signing].public_keys()[0],
+                ..Default::default()
+            };
+            let (id, root, data) = self.build_block(&info, &update, diff_hash, tail_len, &extra)?;
+            let proof = crate::proof::build_proof(&id, &root, None)?;
+
+            descrs.push((
+                shard,
+                ShardDescription {
+                    seqno: block_seqno,
+                    reg_mc_seqno: seqno,
+                    start_lt,
+                    end_lt,
+                    root_hash: id.root_hash,
+                    file_hash: id.file_hash,
+                    before_split: false,
+                    before_merge: false,
+                    want_split: false,
+                    want_merge: false,
+                    nx_cc_updated: false,
+                    next_catchain_seqno: self.catchain_seqno,
+                    ext_processed_to_anchor_id: 0,
+                    top_sc_block_updated: true,
+                    min_ref_mc_seqno,
+                    gen_utime: utime,
+                    split_merge_at: None,
+                    fees_collected: Default::default(),
+                    funds_created: Default::default(),
+                },
+            ));
+            let tip = &mut self.shards[shard_index];
+            tip.id = id;
+            tip.end_lt = end_lt;
+            tip.state = new_state;
+            tip.state_root = new_root;
+            tip.last_diff_hash = diff_hash;
+            tip.pending_diffs.push(PendingDiff {
+                max_message,
+                diff,
+                messages: sorted_cells,
+            });
+            tip.processed_to = processed.clone();
+            blocks.push(ArchivedBlock {
+                id,
+                data,
+                proof,
+                queue_diff: diff_bytes,
+            });
+        }
+
+        // The masterchain block.
+        let start_lt = self.next_start_lt();
+        let end_lt = start_lt + 1;
+        let shard_hashes = ShardHashes::from_shards(descrs.iter().map(|(s, d)| (s, d)))
+            .map_err(build_err("shard hashes"))?;
+        let mut next_vset = None;
+        if is_key_block {
+            if rotates {
+                let (index, vset) = match self.announced.take() {
+                    Some(announced) => announced,
+                    None => self.derive_set(utime)?,
+                };
+                self.config
+                    .set_raw(
+                        32,
+                        CellBuilder::build_from(&self.current_vset)
+                            .map_err(build_err("config param 32"))?,
+                    )
+                    .map_err(build_err("config param 32"))?;
+                self.config
+                    .set_raw(
+                        34,
+                        CellBuilder::build_from(&vset).map_err(build_err("config param 34"))?,
+                    )
+                    .map_err(build_err("config param 34"))?;
+                self.config
+                    .remove(36)
+                    .map_err(build_err("config param 36"))?;
+                next_vset = Some((index, vset));
+            }
+            if announces {
+                let announced = self.derive_set(utime + 1)?;
+                self.config
+                    .set_raw(
+                        36,
+                        CellBuilder::build_from(&announced.1)
+                            .map_err(build_err("config param 36"))?,
+                    )
+                    .map_err(build_err("config param 36"))?;
+                self.announced = Some(announced);
+            }
+        }
+        let (id_hint_catchain, next_consensus) = match &next_vset {
+            Some(_) => (
+                self.catchain_seqno + 1,
+                ConsensusInfo {
+                    vset_switch_round: self.consensus_info.vset_switch_round + 1000,
+                    prev_vset_switch_round: self.consensus_info.vset_switch_round,
+                    prev_shuffle_mc_validators: self.shuffle,
+                    ..self.consensus_info
+                },
+            ),
+            None => (self.catchain_seqno, self.consensus_info),
+        };
+        let next_short_hash = match &next_vset {
+            Some((_, vset)) => {
+                let round = subset_round(
+                    self.gen_software.capabilities,
+                    id_hint_catchain,
+                    next_consensus.vset_switch_round,
+                );
+                vset.compute_mc_subset(round, self.shuffle)
+                    .ok_or_else(|| {
+                        ChainError::InvalidOption("the masterchain subset is empty".into())
+                    })?
+                    .1
+            }
+            None => short_hash,
+        };
+
+        let mut mc_extra = self.mc_extra.clone();
+        mc_extra.shards = shard_hashes.clone();
+        mc_extra.config = self.config.clone();
+        mc_extra.validator_info.validator_list_hash_short = next_short_hash;
+        mc_extra.validator_info.catchain_seqno = id_hint_catchain;
+        mc_extra.validator_info.nx_cc_updated = next_vset.is_some();
+        mc_extra.consensus_info = next_consensus;
+        mc_extra
+            .prev_blocks
+            .set(
+                self.mc.id.seqno,
+                KeyMaxLt {
+                    has_key_block: self.mc.id.seqno == self.last_key_block,
+                    max_end_lt: self.mc.end_lt,
+                },
+                KeyBlockRef {
+                    is_key_block: self.mc.id.seqno == self.last_key_block,
+                    block_ref: mc_ref.clone(),
+                },
+            )
+            .map_err(build_err("prev blocks"))?;
+        mc_extra.after_key_block = is_key_block;
+        mc_extra.last_key_block = self.last_key_ref.clone();
+        let new_state = ShardStateUnsplit {
+            seqno,
+            gen_utime: utime,
+            gen_utime_ms: MC_UTIME_MS,
+            gen_lt: end_lt,
+            min_ref_mc_seqno,
+            custom: Some(Lazy::new(&mc_extra).map_err(build_err("McStateExtra"))?),
+            ..self.mc.state.clone()
+        };
+        let new_root = CellBuilder::build_from(&new_state).map_err(build_err("the mc state"))?;
+        let update = merkle_update(&self.mc.state_root, &new_root)?;
+
+        let (min_message, max_message, hashes) = diff_bounds(&[], start_lt, end_lt);
+        let diff = QueueDiff {
+            prev_hash: self.mc.last_diff_hash,
+            shard: ShardIdent::MASTERCHAIN,
+            seqno,
+            processed_to: processed.clone(),
+            min_message,
+            max_message,
+            messages: hashes,
+            router_partitions_src: Vec::new(),
+            router_partitions_dst: Vec::new(),
+        };
+        let diff_bytes = diff.to_bytes();
+        let diff_hash = regolith_formats::queue_diff::queue_diff_hash(&diff_bytes);
+        let tail_len = self.tail_len(0, &max_message);
+
+        let mut info = BlockInfo {
+            key_block: is_key_block,
+            seqno,
+            shard: ShardIdent::MASTERCHAIN,
+            gen_utime: utime,
+            gen_utime_ms: MC_UTIME_MS,
+            start_lt,
+            end_lt,
+            gen_validator_list_hash_short: short_hash,
+            gen_catchain_seqno: self.catchain_seqno,
+            min_ref_mc_seqno,
+            prev_key_block_seqno: self.last_key_block,
+            ..Default::default()
+        };
+        info.set_gen_software(Some(self.gen_software));
+        info.set_prev_ref(&PrevBlockRef::Single(mc_ref.clone()));
+        let custom = McBlockExtra {
+            shards: shard_hashes,
+            config: is_key_block.then(|| self.config.clone()),
+            ..Default::default()
+        };
+        let extra = BlockExtra {
+            rand_seed: self.rand_seed(ShardIdent::MASTERCHAIN, seqno),
+            created_by: self.sets[signing].public_keys()[0],
+            custom: Some(Lazy::new(&custom).map_err(build_err("McBlockExtra"))?),
+            ..Default::default()
+        };
+        let (id, root, data) = self.build_block(&info, &update, diff_hash, tail_len, &extra)?;
+        let signed = self.sets[signing].sign(&self.current_vset, round, self.shuffle, &id)?;
+        let signatures = BlockSignatures {
+            validator_info: ValidatorBaseInfo {
+                validator_list_hash_short: signed.short_hash,
+                catchain_seqno: self.catchain_seqno,
+            },
+            consensus_info: self.consensus_info,
+            signature_count: signed.count,
+            total_weight: signed.weight,
+            signatures: signed.signatures,
+        };
+        let proof = crate::proof::build_proof(&id, &root, Some(signatures))?;
+        blocks.push(ArchivedBlock {
+            id,
+            data,
+            proof,
+            queue_diff: diff_bytes,
+        });
+
+        self.mc.id = id;
+        self.mc.end_lt = end_lt;
+        self.mc.state = new_state;
+        self.mc.state_root = new_root;
+        self.mc.last_diff_hash = diff_hash;
+        self.mc.pending_diffs.push(PendingDiff {
+            max_message,
+            diff,
+            messages: Vec::new(),
+        });
+        self.mc.processed_to = processed;
+        self.mc_extra = mc_extra;
+        if is_key_block {
+            self.key_blocks += 1;
+            self.last_key_block = seqno;
+            self.last_key_utime = utime;
+            self.last_key_ref = Some(self.mc.block_ref());
+        }
+        if let Some((index, vset)) = next_vset {
+            self.current_set = index;
+            self.current_vset = vset;
+            self.catchain_seqno = id_hint_catchain;
+            self.consensus_info = next_consensus;
+        }
+        Ok(GeneratedGroup {
+            mc: id,
+            is_key_block,
+            is_persistent,
+            rotates,
+            gen_utime: utime,
+            blocks,
+        })
+    }
+
+    /// The keys of the next set (derived now) and its validator set.
+    fn derive_set(&mut self, utime_since: u32) -> Result<(usize, ValidatorSet), ChainError> {
+        let index = self.sets.len();
+        let keys = ValidatorKeys::derive(self.options.seed, index as u32, self.options.validators);
+        let vset = keys.validator_set(utime_since)?;
+        self.sets.push(keys);
+        Ok((index, vset))
+    }
+
+    /// `tail_len` of a new diff of chain `chain` (0: mc): its diffs above the least `processed_to` of every
+    /// chain's last block, plus the new one.
+    fn tail_len(&mut self, chain: usize, _new_max: &QueueKey) -> u32 {
+        let shard = if chain == 0 {
+            ShardIdent::MASTERCHAIN
+        } else {
+            self.shards[chain - 1].shard
+        };
+        let bound = std::iter::once(&self.mc)
+            .chain(self.shards.iter())
+            .map(|t| {
+                t.processed_to
+                    .iter()
+                    .find(|(s, _)| *s == shard)
+                    .map(|(_, k)| *k)
+                    .unwrap_or_default()
+            })
+            .min()
+            .unwrap_or_default();
+        let tip = if chain == 0 {
+            &mut self.mc
+        } else {
+            &mut self.shards[chain - 1]
+        };
+        tip.pending_diffs.retain(|d| d.max_message > bound);
+        tip.pending_diffs.len() as u32 + 1
+    }
+
+    fn message_body(&self, shard: ShardIdent, seqno: u32, index: usize) -> Vec<u8> {
+        let mut hasher = blake3::Hasher::new_derive_key("regolith chain generate: message body v1");
+        hasher.update(&self.options.seed.to_le_bytes());
+        hasher.update(&shard.workchain().to_le_bytes());
+        hasher.update(&shard.prefix().to_le_bytes());
+        hasher.update(&seqno.to_le_bytes());
+        hasher.update(&(index as u64).to_le_bytes());
+        let mut body = vec![0u8; self.options.message_bytes as usize];
+        hasher.finalize_xof().fill(&mut body);
+        body
+    }
+
+    fn rand_seed(&self, shard: ShardIdent, seqno: u32) -> HashBytes {
+        let mut input = Vec::with_capacity(24);
+        input.extend_from_slice(&self.options.seed.to_le_bytes());
+        input.extend_from_slice(&shard.workchain().to_le_bytes());
+        input.extend_from_slice(&shard.prefix().to_le_bytes());
+        input.extend_from_slice(&seqno.to_le_bytes());
+        HashBytes(blake3::derive_key(
+            "regolith chain generate: rand seed v1",
+            &input,
+        ))
+    }
+
+    fn build_block(
+        &self,
+        info: &BlockInfo,
+        update: &MerkleUpdate,
+        diff_hash: HashBytes,
+        tail_len: u32,
+        extra: &BlockExtra,
+    ) -> Result<(BlockId, Cell, Vec<u8>), ChainError> {
+        let what = || format!("block {}:{}", info.shard, info.seqno);
+        let block = Block {
+            global_id: self.global_id,
+            info: Lazy::new(info).map_err(build_err(what()))?,
+            value_flow: Lazy::new(&ValueFlow::default()).map_err(build_err(what()))?,
+            state_update: LazyExotic::new(update).map_err(build_err(what()))?,
+            out_msg_queue_updates: OutMsgQueueUpdates {
+                diff_hash,
+                tail_len,
+            },
+            extra: Lazy::new(extra).map_err(build_err(what()))?,
+        };
+        let root = CellBuilder::build_from(&block).map_err(build_err(what()))?;
+        let data = Boc::encode(&root);
+        let id = BlockId {
+            shard: info.shard,
+            seqno: info.seqno,
+            root_hash: *root.repr_hash(),
+            file_hash: regolith_formats::file_hash(&data),
+        };
+        Ok((id, root, data))
+    }
+}
+
+/// The Merkle update from `old` to `new`. The filter is the old cells the update must know: those the new
+/// state no longer has, and the topmost old cells it keeps (reached from a changed cell). Kept cells are
+/// pruned in both halves, so only the changed paths and the new cells are in the update.
+fn merkle_update(old: &Cell, new: &Cell) -> Result<MerkleUpdate, ChainError> {
+    let mut in_new = std::collections::HashSet::new();
+    let mut stack = vec![new.as_ref()];
+    while let Some(cell) = stack.pop() {
+        if in_new.insert(*cell.repr_hash()) {
+            stack.extend(cell.references());
+        }
+    }
+    let mut changed = std::collections::HashSet::new();
+    let mut stack = vec![old.as_ref()];
+    while let Some(cell) = stack.pop() {
+        let hash = *cell.repr_hash();
+        if !changed.insert(hash) || in_new.contains(&hash) {
+            continue;
+        }
+        stack.extend(cell.references());
+    }
+    MerkleUpdate::create(old.as_ref(), new.as_ref(), changed)
+        .build()
+        .map_err(build_err("a state update"))
+}
+
+/// min and max message keys and the sorted hashes of a diff; an empty diff spans its block's lts.
+fn diff_bounds(
+    messages: &[crate::messages::CreatedMessage],
+    start_lt: u64,
+    end_lt: u64,
+) -> (QueueKey, QueueKey, Vec<HashBytes>) {
+    let mut keys: Vec<QueueKey> = messages
+        .iter()
+        .map(|m| QueueKey {
+            lt: m.lt,
+            hash: m.hash,
+        })
+        .collect();
+    keys.sort();
+    let mut hashes: Vec<HashBytes> = messages.iter().map(|m| m.hash).collect();
+    hashes.sort();
+    match (keys.first(), keys.last()) {
+        (Some(min), Some(max)) => (*min, *max, hashes),
+        _ => (
+            QueueKey {
+                lt: start_lt,
+                hash: HashBytes::ZERO,
+            },
+            QueueKey {
+                lt: end_lt,
+                hash: HashBytes([0xff; 32]),
+            },
+            hashes,
+        ),
+    }
+}

@@ -1,0 +1,149 @@
+//! Generator of real, signed Tycho-style chains (`regolith chain generate`, issue #19).
+//!
+//! - [`keys`]: validator keys derived from the seed, validator sets and the masterchain subset's signatures;
+//! - [`zerostate`]: the generated mc zerostate (the base zerostate's config with the generated validator set
+//!   and shards, each shard at its empty zerostate);
+//! - [`messages`]: internal messages, the transactions that create them, `OutMsgDescr` and account blocks;
+//! - [`generator`]: the chain builder (blocks, states and their Merkle updates, queue diffs, key blocks and
+//!   validator rotations);
+//! - [`proof`]: block proofs and proof links;
+//! - [`archive`]: archive files with the node's boundaries, and the atomic file writes;
+//! - [`states`]: the persistent shard and queue states of persistent key blocks (`states/`);
+//! - [`manifest`]: `chain.json` and `validators.json`.
+//!
+//! Everything is derived from the options and the seed: the same arguments give byte-identical output.
+
+pub mod archive;
+pub mod error;
+pub mod generator;
+pub mod keys;
+pub mod manifest;
+pub mod messages;
+pub mod proof;
+pub mod states;
+pub mod zerostate;
+
+use std::path::Path;
+use std::time::Instant;
+
+pub use error::ChainError;
+pub use generator::{GeneratedGroup, Generator};
+pub use manifest::{ChainManifest, ChainSummary};
+
+/// What to generate (the options of `regolith chain generate`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ChainOptions {
+    /// Masterchain blocks after the zerostate.
+    pub mc_blocks: u32,
+    /// Shards of workchain 0: 1, 2, 4 or 8.
+    pub shards: u8,
+    /// Internal messages per shard block.
+    pub messages: u32,
+    /// Body bytes of each message.
+    pub message_bytes: u32,
+    /// Every K-th mc block is a key block.
+    pub key_block_every: u32,
+    /// Validators per set.
+    pub validators: u16,
+    /// Every R-th key block installs a new validator set.
+    pub rotate_every: u32,
+    /// Every P-th key block starts a new persistent-state window.
+    pub persistent_every: u32,
+    /// Mc blocks per archive at most.
+    pub mc_blocks_per_archive: u32,
+    /// The seed of every key, account and body.
+    pub seed: u64,
+}
+
+impl Default for ChainOptions {
+    fn default() -> Self {
+        Self {
+            mc_blocks: 1000,
+            shards: 2,
+            messages: 20,
+            message_bytes: 256,
+            key_block_every: 100,
+            validators: 7,
+            rotate_every: 3,
+            persistent_every: 2,
+            mc_blocks_per_archive: 100,
+            seed: 0,
+        }
+    }
+}
+
+impl ChainOptions {
+    /// Rejects options the generator cannot follow.
+    pub fn validate(&self) -> Result<(), ChainError> {
+        let bad = |what: &str| Err(ChainError::InvalidOption(what.into()));
+        if self.key_block_every == 0 {
+            return bad("--key-block-every must be at least 1");
+        }
+        if self.rotate_every == 0 {
+            return bad("--rotate-every must be at least 1");
+        }
+        if self.persistent_every == 0 {
+            return bad("--persistent-every must be at least 1");
+        }
+        if self.mc_blocks_per_archive == 0 || self.mc_blocks_per_archive > 100 {
+            return bad("--mc-blocks-per-archive must be 1..=100 (MAX_MC_BLOCKS_PER_ARCHIVE)");
+        }
+        if self.validators == 0 {
+            return bad("--validators must be at least 1");
+        }
+        if self.messages > 100_000 {
+            return bad("--messages must be at most 100000 per shard block");
+        }
+        if self.message_bytes > 64 * 1024 {
+            return bad("--message-bytes must be at most 65536");
+        }
+        zerostate::split_workchain(self.shards).map(|_| ())
+    }
+}
+
+/// Generates a chain into `out` from `base_zerostate` (a zerostate BOC whose config is used).
+pub fn generate(
+    options: &ChainOptions,
+    base_zerostate: &[u8],
+    out: &Path,
+) -> Result<ChainSummary, ChainError> {
+    let started = Instant::now();
+    std::fs::create_dir_all(out).map_err(error::io_err(out))?;
+    let mut generator = Generator::new(options.clone(), base_zerostate)?;
+    archive::write_file(&out.join("zerostate.boc"), &generator.genesis.boc, None)?;
+    let mut manifest = ChainManifest::start(&generator);
+    let mut splitter =
+        archive::ArchiveSplitter::new(&out.join("archives"), options.mc_blocks_per_archive)?;
+    let mut bytes = 0u64;
+    let mut blocks = 0u64;
+    let mut persistent_states = 0usize;
+    for _ in 0..options.mc_blocks {
+        let group = generator.next_mc_block()?;
+        manifest.record(&group, &generator);
+        if group.is_persistent {
+            persistent_states += states::write_persistent_states(&generator, &out.join("states"))?;
+        }
+        blocks += group.blocks.len() as u64;
+        bytes += group
+            .blocks
+            .iter()
+            .map(|b| (b.data.len() + b.proof.len() + b.queue_diff.len()) as u64)
+            .sum::<u64>();
+        splitter.push_group(group.mc.seqno, group.is_key_block, group.blocks)?;
+    }
+    splitter.flush()?;
+    manifest.finish(&generator, splitter.written.len());
+    let summary = ChainSummary {
+        mc_blocks: options.mc_blocks,
+        blocks,
+        archives: splitter.written.len(),
+        key_blocks: manifest.key_blocks.len(),
+        validator_sets: generator.sets.len(),
+        persistent_states,
+        bytes,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    };
+    manifest.summary = Some(summary.clone());
+    manifest.write(out, &generator)?;
+    Ok(summary)
+}
