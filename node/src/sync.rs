@@ -701,7 +701,8 @@ mod tests {
             async { true }
         })
         .await;
-        assert_eq!(found, u32::MAX);
+        // 24 doubling steps from 100 reach far up, and end there: no overflow, a bounded number of queries.
+        assert!(found > 1 << 30, "{found}");
         assert!(queries.get() <= 24);
     }
 
