@@ -204,7 +204,7 @@ pub async fn run_victim(
         )
         .is_none_or(|score| score <= 0.0);
         let forged_now = forger.log.forged.load(Ordering::Relaxed) > before.1;
-        if reached >= target && (target >= 100 || (forged_now && forger_dropped)) {
+        if reached >= 100 || (reached >= target && forged_now && forger_dropped) {
             break;
         }
         if started.elapsed() > deadline {
