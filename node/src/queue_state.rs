@@ -52,6 +52,21 @@ async fn expected_from_block(storage: &Storage, id: &BlockId) -> Result<(HashByt
     Ok((updates.diff_hash, updates.tail_len))
 }
 
+/// Decompresses a zstd state file's bytes, stopping at `max` bytes (an error names the file).
+pub(crate) fn decompress_bounded(path: &Path, raw: &[u8], max: u64) -> Result<Vec<u8>> {
+    let decoder = zstd::stream::read::Decoder::new(raw)
+        .with_context(|| format!("{}: not a zstd stream", path.display()))?;
+    let mut out = Vec::new();
+    decoder
+        .take(max + 1)
+        .read_to_end(&mut out)
+        .with_context(|| format!("{}: corrupted zstd stream", path.display()))?;
+    if out.len() as u64 > max {
+        bail!("{}: decompresses to more than {max} bytes", path.display());
+    }
+    Ok(out)
+}
+
 /// Reads a queue-state file: zstd-compressed (detected by its magic) or plain TL.
 fn read_state_file(path: &Path) -> Result<(Vec<u8>, bool)> {
     let raw = std::fs::read(path)
@@ -59,19 +74,7 @@ fn read_state_file(path: &Path) -> Result<(Vec<u8>, bool)> {
     if !raw.starts_with(&ZSTD_MAGIC) {
         return Ok((raw, false));
     }
-    let decoder = zstd::stream::read::Decoder::new(raw.as_slice())
-        .with_context(|| format!("{}: bad zstd stream", path.display()))?;
-    let mut out = Vec::new();
-    decoder
-        .take(MAX_STATE_BYTES + 1)
-        .read_to_end(&mut out)
-        .with_context(|| format!("{}: corrupted zstd stream", path.display()))?;
-    if out.len() as u64 > MAX_STATE_BYTES {
-        bail!(
-            "{}: decompresses to more than {MAX_STATE_BYTES} bytes",
-            path.display()
-        );
-    }
+    let out = decompress_bounded(path, &raw, MAX_STATE_BYTES)?;
     Ok((out, true))
 }
 

@@ -4,7 +4,6 @@
 //! state's newest diff is the block's diff (`diff_hash`) with `tail_len` diffs. The block and, for an mc
 //! block, its top shard blocks are marked persistent.
 
-use std::io::Read;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -28,20 +27,7 @@ pub struct StateImportReport {
 }
 
 fn decompress(path: &Path, raw: &[u8]) -> Result<Vec<u8>> {
-    let decoder = zstd::stream::read::Decoder::new(raw)
-        .with_context(|| format!("{}: not a zstd stream", path.display()))?;
-    let mut out = Vec::new();
-    decoder
-        .take(MAX_STATE_BYTES + 1)
-        .read_to_end(&mut out)
-        .with_context(|| format!("{}: corrupted zstd stream", path.display()))?;
-    if out.len() as u64 > MAX_STATE_BYTES {
-        bail!(
-            "{}: decompresses to more than {MAX_STATE_BYTES} bytes",
-            path.display()
-        );
-    }
-    Ok(out)
+    crate::queue_state::decompress_bounded(path, raw, MAX_STATE_BYTES)
 }
 
 /// Checks the state of `id` in `raw` (decompressed) against the stored block.
