@@ -252,6 +252,7 @@ impl DataDir {
                 self.root.display()
             )
         })?;
+        check_secret_file_mode(&path)?;
         let mut config: NodeConfig = parse_json(&text, &path, UnknownFields::Reject)?;
         config.storage.root_dir = self.root.clone();
         config
@@ -313,25 +314,15 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(
 
 /// Writes a file atomically: temp file in the same directory, fsync, rename, fsync of the directory.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let file_name = path
-        .file_name()
-        .with_context(|| format!("{} has no file name", path.display()))?;
-    let tmp = dir.join(format!(".{}.tmp", file_name.to_string_lossy()));
-    {
-        let mut file = std::fs::File::create(&tmp)
-            .with_context(|| format!("cannot create {}", tmp.display()))?;
-        file.write_all(bytes)
-            .and_then(|_| file.sync_all())
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-    }
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("cannot sync {}", dir.display()))?;
-    Ok(())
+    regolith_storage::files::write_atomically(path, bytes, 0o666)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// [`write_atomically`] for a file only its owner may read (mode 0600 from the first byte on): the node's
+/// secret key and S3 credentials live in `node.json`.
+pub fn write_secret_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    regolith_storage::files::write_atomically(path, bytes, 0o600)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Writes a value as pretty JSON, atomically.
@@ -339,4 +330,30 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     let mut text = serde_json::to_vec_pretty(value)?;
     text.push(b'\n');
     write_atomically(path, &text)
+}
+
+/// Writes `node.json` (or any value holding secrets) as pretty JSON, atomically, with mode 0600.
+pub fn write_secret_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let mut text = serde_json::to_vec_pretty(value)?;
+    text.push(b'\n');
+    write_secret_atomically(path, &text)
+}
+
+/// Refuses a secrets file that its group or others may read or write, naming the file and the fix.
+pub fn check_secret_file_mode(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .with_context(|| format!("cannot read the mode of {}", path.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        anyhow::bail!(
+            "{} is readable or writable by others (mode {:04o}) but holds the node's secret key: \
+             run `chmod 600 {}`",
+            path.display(),
+            mode & 0o7777,
+            path.display()
+        );
+    }
+    Ok(())
 }

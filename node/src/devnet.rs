@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::config::{write_json, DataDir};
+use crate::config::{write_json, write_secret_json, DataDir};
 
 /// `regolith devnet` arguments.
 #[derive(clap::Args, Debug, Clone)]
@@ -90,7 +90,7 @@ pub async fn run(args: DevnetArgs) -> Result<()> {
             // Nodes on one machine: DHT and overlay periods of seconds instead of minutes.
             let mut config = member.data.load_node_config()?;
             (config.overlay, config.dht) = regolith_rpc::network::quick_discovery();
-            write_json(&member.data.node_config(), &config)?;
+            write_secret_json(&member.data.node_config(), &config)?;
         }
     }
     let first = &members[0];

@@ -8,7 +8,9 @@ use anyhow::{bail, Context, Result};
 use regolith_formats::zerostate::{McZerostate, ShardZerostate};
 use regolith_storage::Storage;
 
-use crate::config::{write_atomically, write_json, DataDir, GlobalConfig, NodeConfig, ZerostateId};
+use crate::config::{
+    write_atomically, write_json, write_secret_json, DataDir, GlobalConfig, NodeConfig, ZerostateId,
+};
 
 /// The blockchain public overlay id of a zerostate (rpc.md §2.8).
 pub fn overlay_id(zerostate: &ZerostateId) -> [u8; 32] {
@@ -161,7 +163,7 @@ pub fn init(data: &DataDir, zerostate_path: &Path, options: &InitOptions) -> Res
     crate::genesis::ensure(&storage, &zerostate, &zerostate_bytes, &shard_files)?;
     drop(storage);
 
-    write_json(&data.node_config(), &node_config)?;
+    write_secret_json(&data.node_config(), &node_config)?;
     // The global config is written last: its presence marks a complete initialisation.
     write_json(
         &data.global_config(),

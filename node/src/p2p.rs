@@ -12,7 +12,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use regolith_formats::zerostate::{check_zerostate_proof, McZerostate};
 use regolith_formats::BlockId;
 use regolith_rpc::client::{
-    ArchiveSearch, BlockDataFull, BlockchainRpcClient, DataRequirement, PublicOverlayClient,
+    ArchiveSearch, BlockDataFull, BlockchainRpcClient, DataRequirement, PeerBook,
+    PublicOverlayClient,
 };
 use regolith_rpc::network::{now_sec, BlockchainNetwork, NetworkSettings, Silent};
 use regolith_rpc::proto;
@@ -179,16 +180,20 @@ async fn join(data: &DataDir, args: &P2pArgs) -> Result<Session> {
             dht: config.dht.clone(),
             overlay: config.overlay.clone(),
             peer_resolver: config.peer_resolver.clone(),
-            bootstrap_peers,
+            bootstrap_peers: bootstrap_peers.clone(),
             overlay_id: crate::init::overlay_id(&global.zerostate),
             rate_limits: None,
         },
         Silent,
     )?;
-    let overlay = PublicOverlayClient::new(
+    // The bootstrap peers are neighbours at once, before the overlay's entries arrive.
+    let book = PeerBook::in_memory(&config.public_overlay_client.neighbors)
+        .with_bootstrap_peers(bootstrap_peers);
+    let overlay = PublicOverlayClient::with_peer_book(
         network.network.clone(),
         network.overlay.clone(),
         config.public_overlay_client.clone(),
+        Arc::new(book),
     );
     overlay.wait_for_peers(1).await;
     let client = BlockchainRpcClient::builder()

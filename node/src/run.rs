@@ -25,7 +25,12 @@ pub struct Node {
     pub network: BlockchainNetwork,
     /// The blockchain overlay id.
     pub overlay_id: [u8; 32],
+    /// The bootstrap peers it started with (valid signed infos).
+    pub bootstrap_peers: Vec<tycho_network::PeerInfo>,
 }
+
+/// `<data>/peers.json`: the overlay client's bans and recent neighbours.
+pub const PEERS_FILE: &str = "peers.json";
 
 /// Reads parallelism of persistent-state files.
 const STATE_READS: usize = 8;
@@ -121,7 +126,7 @@ where
             dht: config.dht.clone(),
             overlay: config.overlay.clone(),
             peer_resolver: config.peer_resolver.clone(),
-            bootstrap_peers,
+            bootstrap_peers: bootstrap_peers.clone(),
             overlay_id,
             rate_limits: config.blockchain_rpc_service.rate_limits.clone(),
         },
@@ -131,6 +136,7 @@ where
         storage,
         network,
         overlay_id,
+        bootstrap_peers,
     })
 }
 
@@ -146,10 +152,17 @@ pub fn rpc_client(
     node: &Node,
     config: &NodeConfig,
 ) -> Result<regolith_rpc::client::BlockchainRpcClient> {
-    let overlay = regolith_rpc::client::PublicOverlayClient::new(
+    // Bans and the neighbours used last live in the data dir: they outlast neighbour refreshes and
+    // restarts, and the bootstrap and recent peers are always tried, whatever the overlay's entries say.
+    let path = node.storage.config().root_dir.join(PEERS_FILE);
+    let book =
+        regolith_rpc::client::PeerBook::open(&path, &config.public_overlay_client.neighbors)?
+            .with_bootstrap_peers(node.bootstrap_peers.iter().cloned());
+    let overlay = regolith_rpc::client::PublicOverlayClient::with_peer_book(
         node.network.network.clone(),
         node.network.overlay.clone(),
         config.public_overlay_client.clone(),
+        Arc::new(book),
     );
     regolith_rpc::client::BlockchainRpcClient::builder()
         .with_overlay_client(overlay)

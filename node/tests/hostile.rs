@@ -133,8 +133,8 @@ async fn attack(attack: Attack, ip: u8) {
     }
     if attack.forges_data() && alone.reached < 100 {
         assert!(
-            alone.forger_score.is_none(),
-            "a forger of data is dropped: {alone:?}"
+            alone.forger_score.is_none() && alone.forger_banned,
+            "a forger of data is dropped and banned: {alone:?}"
         );
     }
     // Shard ids come only from verified mc blocks: every shard block asked for is one the node applied,
@@ -179,10 +179,14 @@ async fn attack(attack: Attack, ip: u8) {
         both.honest_score.is_some_and(|s| s >= 64.0),
         "the honest peer's score is not lowered: {both:?}"
     );
+    assert!(
+        !both.honest_banned,
+        "the honest peer is never banned: {both:?}"
+    );
     if attack.forges_data() && both.forged > 0 {
         assert!(
-            both.forger_score.is_none(),
-            "a forger of data ends dropped: {both:?}"
+            both.forger_score.is_none() && both.forger_banned,
+            "a forger of data ends dropped and banned: {both:?}"
         );
     }
     let queue = |data: &Path| common::beyond_gc(&common::queue_view(data));

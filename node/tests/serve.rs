@@ -891,3 +891,51 @@ fn sigkill_during_sync_resumes_to_the_same_chain() {
         "the same archives"
     );
 }
+
+#[test]
+fn node_json_is_written_for_its_owner_only_and_a_readable_one_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("n");
+    let listen = format!("127.0.0.1:{}", free_udp_port());
+    let out = init_with(&data, &["--listen", &listen, "--metrics", "off"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = data.join("node.json");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        mode(&path),
+        0o600,
+        "init writes node.json for its owner only"
+    );
+    // Re-running init keeps the mode.
+    let out = init_with(&data, &["--listen", &listen, "--metrics", "off"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(mode(&path), 0o600);
+
+    for loose in [0o644, 0o640, 0o606] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(loose)).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_regolith"))
+            .arg("--data")
+            .arg(&data)
+            .arg("run")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "mode {loose:o} is refused");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains("chmod 600"),
+            "the error names the file and the fix: {err}"
+        );
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (child, _) = spawn_run(&data);
+    stop(child);
+}

@@ -262,6 +262,12 @@ pub struct NeighborsConfig {
     pub query_timeout: Duration,
     /// Whether the neighbour metrics are exported.
     pub enable_metrics: bool,
+    /// How long a neighbour that sent bad data stays out at its first offence; each repeat doubles it.
+    #[serde(with = "humantime_serde")]
+    pub ban_duration: Duration,
+    /// The longest ban.
+    #[serde(with = "humantime_serde")]
+    pub max_ban_duration: Duration,
 }
 
 impl Default for NeighborsConfig {
@@ -277,6 +283,8 @@ impl Default for NeighborsConfig {
             send_timeout: Duration::from_millis(500),
             query_timeout: Duration::from_secs(1),
             enable_metrics: true,
+            ban_duration: Duration::from_secs(600),
+            max_ban_duration: Duration::from_secs(24 * 3600),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The startup consistency check (storage.md §7.7): flags of bits 0–2 recomputed from component presence.
+//! The startup consistency check (storage.md §7.7): flags of bits 0–2 recomputed from component presence;
+//! id rows without a handle are reported, not deleted (a deviation from §7.7 item 4, issue #18).
 
 use regolith_formats::archive::ArchiveEntryType;
 use regolith_kv::Batch;
@@ -7,11 +8,12 @@ use crate::block_meta::BlockFlags;
 use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
 use crate::tables::{
-    block_range, BlockComponents, BlockConnections, BlockHandles, BlockIds, KeyRange,
-    StoredBlockKey, StoredHash,
+    BlockComponents, BlockHandles, BlockIds, KeyRange, StoredBlockKey, StoredHash,
 };
 
 const CHECK_BATCH_BLOCKS: usize = 10_000;
+/// Dangling id rows logged one by one; the rest are only counted.
+const REPORTED_DANGLING_IDS: usize = 10;
 
 /// Counts of the startup check.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -20,7 +22,8 @@ pub struct ConsistencyStats {
     pub orphaned_flags_count: usize,
     /// Blocks with a component but no flag (flag restored).
     pub restored_flags_count: usize,
-    /// Id rows without a meta row (block rows deleted).
+    /// Id rows without a meta row: blocks whose handle is gone while their id row and possibly components
+    /// remain. Reported (logged with the first ids, counted on `/metrics`), never deleted (issue #18).
     pub dangling_ids_count: usize,
     /// Blocks checked.
     pub blocks_checked: usize,
@@ -65,11 +68,13 @@ pub(crate) fn check(db: &CoreDb, repair: bool) -> Result<ConsistencyStats> {
         match meta {
             None => {
                 stats.dangling_ids_count += 1;
-                let rows = block_range(key, key);
-                db.batch_delete::<BlockIds>(&mut batch, &StoredBlockKey(key));
-                db.batch_delete_range::<BlockComponents>(&mut batch, &rows);
-                db.batch_delete_range::<BlockConnections>(&mut batch, &rows);
-                in_batch += 1;
+                if stats.dangling_ids_count <= REPORTED_DANGLING_IDS {
+                    tracing::error!(
+                        block_key = %hex::encode(key.as_bytes()),
+                        components = format!("{present:#05b}"),
+                        "a block id row has no handle: kept as it is for an operator to look at"
+                    );
+                }
             }
             Some(mut meta) => {
                 let stored = meta.flags.0 & BlockFlags::HAS_ALL_BLOCK_PARTS.0;
@@ -99,15 +104,19 @@ pub(crate) fn check(db: &CoreDb, repair: bool) -> Result<ConsistencyStats> {
     if in_batch > 0 {
         db.write(batch, "writing startup check repairs")?;
     }
-    if repair
-        && stats.orphaned_flags_count + stats.restored_flags_count + stats.dangling_ids_count > 0
-    {
+    if repair && stats.orphaned_flags_count + stats.restored_flags_count > 0 {
         tracing::warn!(
             orphaned = stats.orphaned_flags_count,
             restored = stats.restored_flags_count,
-            dangling = stats.dangling_ids_count,
             "startup consistency check repaired block flags"
         );
     }
+    if stats.dangling_ids_count > 0 {
+        tracing::error!(
+            dangling = stats.dangling_ids_count,
+            "startup consistency check: block id rows without a handle (kept, not deleted)"
+        );
+    }
+    metrics::gauge!("regolith_storage_dangling_block_ids").set(stats.dangling_ids_count as f64);
     Ok(stats)
 }

@@ -14,6 +14,7 @@ pub mod config;
 mod consistency;
 pub mod db;
 pub mod error;
+pub mod files;
 mod gc;
 pub mod node_state;
 pub mod parsed;

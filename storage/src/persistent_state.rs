@@ -160,6 +160,11 @@ impl Codec for PersistentStateValue {
         let file = std::str::from_utf8(name)
             .map_err(|e| bad(format!("file name: {e}")))?
             .to_owned();
+        if !is_plain_file_name(&file) {
+            return Err(bad(format!(
+                "file name {file:?} is not a plain file name in {STATES_DIR}/"
+            )));
+        }
         Ok(Self {
             file_hash,
             file,
@@ -224,6 +229,17 @@ fn flag_of(kind: StateKind) -> BlockFlags {
         StateKind::Shard => BlockFlags::HAS_PERSISTENT_SHARD_STATE,
         StateKind::Queue => BlockFlags::HAS_PERSISTENT_QUEUE_STATE,
     }
+}
+
+/// A name that stays inside `states/` when joined to it: one path component, not hidden, no separator, no
+/// NUL. Names read from the database are checked, so a tampered record cannot make the node serve or
+/// overwrite a file elsewhere.
+fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('.')
+        && !name.contains(['/', '\\', '\0'])
+        && Path::new(name).file_name() == Some(std::ffi::OsStr::new(name))
 }
 
 fn temp_name(name: &str) -> String {
@@ -591,5 +607,49 @@ mod tests {
         let mut other_version = bytes;
         other_version[0] = 2;
         assert!(PersistentStateValue::decode(&other_version).is_err());
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    fn with_name(file: &str) -> Vec<u8> {
+        PersistentStateValue {
+            file_hash: regolith_formats::HashBytes([9; 32]),
+            file: file.into(),
+            size: 1,
+            chunk_size: STATE_CHUNK_SIZE,
+            split_depth: 0,
+            parts: Vec::new(),
+        }
+        .encode()
+    }
+
+    #[test]
+    fn a_record_whose_file_is_not_a_plain_name_in_states_is_refused() {
+        for name in [
+            "../node.json",
+            "/etc/passwd",
+            "a/b.boc",
+            "..",
+            ".",
+            "",
+            ".hidden.boc",
+            "a\\b.boc",
+            "a\0b.boc",
+        ] {
+            let err = PersistentStateValue::decode(&with_name(name))
+                .expect_err(&format!("{name:?} is refused"));
+            assert!(
+                err.to_string().contains("plain file name"),
+                "{name:?}: {err}"
+            );
+        }
+        let ok = "0000000000000000_-1_8000000000000000_5_00ff.boc";
+        assert_eq!(
+            PersistentStateValue::decode(&with_name(ok)).unwrap().file,
+            ok
+        );
     }
 }

@@ -388,3 +388,40 @@ async fn removed_handles_cannot_store_components() {
         Err(StorageError::HandleRemoved(_))
     ));
 }
+
+#[tokio::test]
+async fn an_archive_file_no_commit_accounts_for_is_quarantined_not_deleted() {
+    let mut t = TempStorage::new();
+    ingest_and_commit(t.s()).await;
+    let archives = t.s().archives().list_archive_ids();
+    let dir = t.s().archives().dir().to_path_buf();
+    let stray = archive_path(&dir, 7);
+    std::fs::write(&stray, b"not accounted for").unwrap();
+    // A file of that name is already in quarantine: the new one gets a suffix, the old one stays.
+    std::fs::create_dir_all(dir.join("quarantine")).unwrap();
+    let name = stray.file_name().unwrap().to_string_lossy().into_owned();
+    std::fs::write(dir.join("quarantine").join(&name), b"older").unwrap();
+
+    let s = t.reopen();
+    let stats = s.open_stats().archives;
+    assert_eq!(stats.archive_files_quarantined, 1);
+    assert_eq!(stats.quarantined_files, 2);
+    assert!(!stray.exists(), "moved out of the archives");
+    assert_eq!(
+        std::fs::read(dir.join("quarantine").join(format!("{name}.1"))).unwrap(),
+        b"not accounted for"
+    );
+    assert_eq!(
+        std::fs::read(dir.join("quarantine").join(&name)).unwrap(),
+        b"older"
+    );
+    // The committed archive is untouched, and a second open finds nothing new.
+    assert!(decompressed_file(s, 1) == archive_1_decompressed());
+    let s = t.reopen();
+    let stats = s.open_stats().archives;
+    assert_eq!(
+        (stats.archive_files_quarantined, stats.quarantined_files),
+        (0, 2)
+    );
+    assert_eq!(s.archives().list_archive_ids(), archives);
+}

@@ -475,3 +475,52 @@ async fn a_failed_checked_block_batch_stores_no_part() {
         (0, 0)
     );
 }
+
+#[tokio::test]
+async fn startup_check_reports_blocks_without_a_handle_and_deletes_nothing() {
+    let mut t = TempStorage::new();
+    let blocks = ingest_archive_1(t.s()).await;
+    t.close();
+    let lost: Vec<_> = blocks
+        .iter()
+        .filter(|b| b.id.is_masterchain())
+        .map(|b| b.id)
+        .take(3)
+        .collect();
+    {
+        let config = t.config.clone();
+        let db = regolith_storage::db::CoreDb::open(&config.root_dir.join("core"), &config, false)
+            .unwrap();
+        for id in &lost {
+            db.delete::<BlockHandles>(&StoredHash(id.root_hash))
+                .unwrap();
+        }
+    }
+    for _ in 0..2 {
+        let s = t.reopen();
+        assert_eq!(s.open_stats().consistency.dangling_ids_count, 3);
+        for id in &lost {
+            for ty in [
+                ArchiveEntryType::Block,
+                ArchiveEntryType::Proof,
+                ArchiveEntryType::QueueDiff,
+            ] {
+                assert!(
+                    s.db()
+                        .contains::<BlockComponents>(&ComponentKey(BlockKey::of(id), ty))
+                        .unwrap(),
+                    "the {ty:?} of {id} is kept"
+                );
+            }
+            assert!(
+                s.handles()
+                    .iter_block_ids_from(BlockKey::of(id))
+                    .next()
+                    .unwrap()
+                    .unwrap()
+                    == *id,
+                "the id row of {id} is kept"
+            );
+        }
+    }
+}

@@ -56,6 +56,8 @@ fn main() {
     externals(&mut corpus, &fixtures);
     configs(&mut corpus, &fixtures);
     ledger_lines(&mut corpus);
+    checks(&mut corpus, &entries);
+    downloads(&mut corpus);
     println!(
         "fuzz-seed: {} new seed files in {}",
         corpus.written,
@@ -112,6 +114,7 @@ fn archives(corpus: &mut Corpus, entries: &[regolith_formats::archive::ArchiveEn
             let mut verifier_input = (split * 31 + i as u64).to_le_bytes().to_vec();
             verifier_input.extend_from_slice(archive);
             corpus.add("archive_verifier", &verifier_input);
+            corpus.add("archive_spill", &verifier_input);
         }
     }
     // a truncated archive for both
@@ -360,4 +363,66 @@ fn ledger_lines(corpus: &mut Corpus) {
     corpus.add("ledger_event", line(r#","sequence":7,"schema":1"#));
     corpus.add("ledger_event", line(r#","schema":2"#));
     corpus.add("ledger_event", line("").replace("\"m-1\"", "\"\""));
+}
+
+/// The block checks: data, proof and diff of fixture blocks (`checked_block`, as two u16 lengths and the
+/// parts), their proofs (`block_proof`, behind 8 head bytes), and the zerostate proof the node builds.
+fn checks(corpus: &mut Corpus, entries: &[regolith_formats::archive::ArchiveEntry]) {
+    let part = |id: &BlockId, ty: ArchiveEntryType| {
+        entries
+            .iter()
+            .find(|e| e.block_id == *id && e.ty == ty)
+            .map(|e| e.data.clone())
+    };
+    let mut taken = 0;
+    for e in entries.iter().filter(|e| e.ty == ArchiveEntryType::Block) {
+        let (Some(proof), Some(diff)) = (
+            part(&e.block_id, ArchiveEntryType::Proof),
+            part(&e.block_id, ArchiveEntryType::QueueDiff),
+        ) else {
+            continue;
+        };
+        let (Ok(a), Ok(b)) = (u16::try_from(e.data.len()), u16::try_from(proof.len())) else {
+            continue;
+        };
+        let mut input = a.to_le_bytes().to_vec();
+        input.extend_from_slice(&b.to_le_bytes());
+        input.extend_from_slice(&e.data);
+        input.extend_from_slice(&proof);
+        input.extend_from_slice(&diff);
+        corpus.add("checked_block", &input);
+        let mut head = e.block_id.seqno.to_le_bytes().to_vec();
+        head.extend_from_slice(&[u8::from(!e.block_id.is_masterchain()), 0, 0, 0]);
+        head.extend_from_slice(&proof);
+        corpus.add("block_proof", &head);
+        taken += 1;
+        if taken >= 6 {
+            break;
+        }
+    }
+    let proof = regolith_fuzz::fixture_zerostate()
+        .build_proof()
+        .expect("the zerostate proof");
+    corpus.add("zerostate_proof", &proof);
+    corpus.add("zerostate_proof", &proof[..proof.len() / 2]);
+}
+
+/// Scripts of the fake peer of `chunked_download`: 8 seed bytes, the object's length (3 bytes), its kind,
+/// the size and chunk-size modes, then one twist per answer.
+fn downloads(corpus: &mut Corpus) {
+    for (len, kind, size_mode, chunk_mode, twists) in [
+        (1000u32, 0u8, 0u8, 3u8, &[0u8; 4][..]),
+        (200_000, 0, 0, 0, &[0, 0, 0, 0]),
+        (200_000, 0, 0, 1, &[0, 3 | 8, 0, 6, 0]),
+        (150_000, 0, 1, 0, &[0, 4 | 16, 5, 7, 0]),
+        (100_000, 1, 0, 3, &[0, 0]),
+        (300_000, 0, 3, 2, &[0, 0, 0]),
+    ] {
+        let mut input = 0x1234_5678_9abc_def0u64.to_le_bytes().to_vec();
+        input.extend_from_slice(&len.to_le_bytes()[..3]);
+        input.extend_from_slice(&[kind, size_mode, 9, chunk_mode]);
+        input.extend_from_slice(twists);
+        input.resize(input.len().max(16), 0);
+        corpus.add("chunked_download", &input);
+    }
 }

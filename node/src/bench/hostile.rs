@@ -20,7 +20,7 @@ use regolith_rpc::proto::{self, rpc, OverlayResponse};
 use regolith_rpc::RawOverlayClient;
 use serde::Serialize;
 
-use crate::config::{write_json, DataDir};
+use crate::config::{write_secret_json, DataDir};
 
 /// What the hostile clients send, in turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -311,7 +311,7 @@ fn start_node(
     } else {
         serde_json::Value::Null
     };
-    write_json(&path, &config)?;
+    write_secret_json(&path, &config)?;
     let node_config = data.load_node_config()?;
     let global = data.load_global_config()?;
 

@@ -15,7 +15,7 @@ use regolith_formats::BlockId;
 use serde::Serialize;
 
 use super::forger::{Attack, Forger, ForgerLog};
-use crate::config::{write_json, DataDir};
+use crate::config::{write_json, write_secret_json, DataDir};
 use crate::run::Node;
 
 /// A peer serving the fixture chain behind a forging layer.
@@ -98,6 +98,10 @@ pub struct HostileRun {
     pub forger_score: Option<f64>,
     /// The node's score of the honest peer at the end.
     pub honest_score: Option<f64>,
+    /// The forger is banned in the node's peers file after the run (read once the node has stopped).
+    pub forger_banned: bool,
+    /// The honest peer is banned there.
+    pub honest_banned: bool,
     /// The node's `regolith_sync_failures_total`, by reason.
     pub failures: Vec<(String, f64)>,
     /// The node's data dir (kept for the caller's checks until the run is dropped).
@@ -152,7 +156,7 @@ pub async fn run_victim(
     config["metrics_address"] = metrics_address.to_string().into();
     config["overlay"] = serde_json::to_value(overlay)?;
     config["dht"] = serde_json::to_value(dht)?;
-    write_json(&data.node_config(), &config)?;
+    write_secret_json(&data.node_config(), &config)?;
     let mut global: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(data.global_config())?)?;
     let mut peers = vec![forger.bootstrap_entry()?];
@@ -243,6 +247,8 @@ pub async fn run_victim(
         forger_archive_chunks: forger.log.archive_chunks.load(Ordering::Relaxed) - before.2,
         forger_score: scores(forger),
         honest_score: honest.and_then(scores),
+        forger_banned: false,
+        honest_banned: false,
         failures,
         data: data.root.clone(),
         blocks_asked: forger
@@ -275,7 +281,17 @@ pub async fn run_victim(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Ok(run)
+    let book = regolith_rpc::client::PeerBook::open(
+        &data.root.join(crate::run::PEERS_FILE),
+        &Default::default(),
+    )?;
+    let now = regolith_rpc::network::now_sec();
+    let banned = |peer: &ForgingPeer| book.banned(&peer.node.network.peer_id(), now).is_some();
+    Ok(HostileRun {
+        forger_banned: banned(forger),
+        honest_banned: honest.is_some_and(banned),
+        ..run
+    })
 }
 
 /// `regolith bench sync --hostile`: every attack, alone and beside an honest peer, next to the honest-only

@@ -9,6 +9,7 @@ mod history;
 mod neighbour;
 mod neighbours;
 mod overlay_client;
+mod peer_book;
 
 pub use blockchain_client::{
     ArchiveSearch, BlockDataFull, BlockDataFullWithNeighbour, BlockchainRpcClient,
@@ -22,3 +23,4 @@ pub use history::RequestHistory;
 pub use neighbour::{Neighbour, Outcome, Punishment, INITIAL_SCORE, MAX_SCORE, RELIABLE_SCORE};
 pub use neighbours::{Candidate, NeighbourType, Neighbours};
 pub use overlay_client::{PublicOverlayClient, QueryHandle, QueryResponse};
+pub use peer_book::{Ban, PeerBook, PeerBookError};

@@ -3,8 +3,12 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use parking_lot::Mutex;
 use tycho_network::PeerId;
+
+use super::peer_book::PeerBook;
 
 /// Score range top.
 pub const MAX_SCORE: u8 = 128;
@@ -71,6 +75,8 @@ pub struct Neighbour {
     peer_id: PeerId,
     expires_at: u32,
     stats: Mutex<Stats>,
+    /// Where a punishment as malicious becomes a ban.
+    book: Option<Arc<PeerBook>>,
 }
 
 fn millis(rtt: Duration) -> u16 {
@@ -94,7 +100,14 @@ impl Neighbour {
                 rtt_next: 1,
                 malicious: false,
             }),
+            book: None,
         }
+    }
+
+    /// The same neighbour, banned in `book` when it is first punished as malicious.
+    pub fn with_book(mut self, book: Arc<PeerBook>) -> Self {
+        self.book = Some(book);
+        self
     }
 
     /// The peer id.
@@ -153,11 +166,21 @@ impl Neighbour {
         }
     }
 
-    /// Lowers the score.
+    /// Lowers the score; the first punishment as malicious also bans the peer in the book at once, so the
+    /// ban holds even if the process stops before the next tick.
     pub fn punish(&self, punishment: Punishment) {
-        let mut s = self.stats.lock();
-        s.score = s.score.saturating_sub(punishment.amount());
-        s.malicious |= punishment == Punishment::Malicious;
+        let first_offence = {
+            let mut s = self.stats.lock();
+            s.score = s.score.saturating_sub(punishment.amount());
+            let first = punishment == Punishment::Malicious && !s.malicious;
+            s.malicious |= punishment == Punishment::Malicious;
+            first
+        };
+        if first_offence {
+            if let Some(book) = &self.book {
+                book.ban(&self.peer_id, crate::network::now_sec());
+            }
+        }
     }
 
     /// Whether it was ever punished as malicious.

@@ -11,6 +11,7 @@ use tycho_network::PeerId;
 
 use super::history::RequestHistory;
 use super::neighbour::{Neighbour, RELIABLE_SCORE};
+use super::peer_book::PeerBook;
 
 /// Whether `choose_multiple` keeps only reliable neighbours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,8 +34,9 @@ pub struct Candidate {
 #[derive(Default)]
 struct Inner {
     set: Vec<Arc<Neighbour>>,
-    /// Peers dropped as unreliable, with the time (Unix seconds) and whether they were punished as malicious.
-    dropped: std::collections::HashMap<PeerId, (u32, bool)>,
+    /// Peers dropped for failures (not for bad data: those are banned in the book), with the time (Unix
+    /// seconds).
+    dropped: std::collections::HashMap<PeerId, u32>,
     /// Neighbours whose selection score is ≥ 16, with that score.
     index: Vec<(Arc<Neighbour>, u8)>,
 }
@@ -43,20 +45,28 @@ struct Inner {
 pub struct Neighbours {
     keep: usize,
     default_roundtrip: Duration,
-    /// A neighbour dropped as unreliable is not taken back for this long (the update interval).
+    /// A neighbour dropped for failures is not taken back for this long (the update interval).
     readmit_after: u32,
+    /// Bans of neighbours that sent bad data.
+    book: Arc<PeerBook>,
     inner: RwLock<Inner>,
     changed: tokio::sync::Notify,
 }
 
 impl Neighbours {
-    /// An empty set keeping `keep` neighbours; one dropped as unreliable comes back no sooner than
-    /// `readmit_after`.
-    pub fn new(keep: usize, default_roundtrip: Duration, readmit_after: Duration) -> Self {
+    /// An empty set keeping `keep` neighbours; one dropped for failures comes back no sooner than
+    /// `readmit_after`, one that sent bad data is banned in `book` and stays out while the ban lasts.
+    pub fn new(
+        keep: usize,
+        default_roundtrip: Duration,
+        readmit_after: Duration,
+        book: Arc<PeerBook>,
+    ) -> Self {
         Self {
             keep: keep.max(1),
             default_roundtrip,
             readmit_after: u32::try_from(readmit_after.as_secs()).unwrap_or(u32::MAX),
+            book,
             inner: RwLock::new(Inner::default()),
             changed: tokio::sync::Notify::new(),
         }
@@ -111,8 +121,14 @@ impl Neighbours {
         }
     }
 
-    /// The initial set: up to `keep` random candidates.
-    pub fn init(&self, mut candidates: Vec<Candidate>) {
+    /// The book of bans.
+    pub fn book(&self) -> &Arc<PeerBook> {
+        &self.book
+    }
+
+    /// The initial set: up to `keep` random candidates that are not banned at `now`.
+    pub fn init(&self, mut candidates: Vec<Candidate>, now: u32) {
+        candidates.retain(|c| self.book.banned(&c.peer_id, now).is_none());
         candidates.shuffle(&mut rand::thread_rng());
         let mut inner = self.inner.write();
         inner.set = candidates
@@ -126,25 +142,25 @@ impl Neighbours {
     }
 
     fn make(&self, c: Candidate) -> Arc<Neighbour> {
-        Arc::new(Neighbour::new(
-            c.peer_id,
-            c.expires_at,
-            self.default_roundtrip,
-        ))
+        Arc::new(
+            Neighbour::new(c.peer_id, c.expires_at, self.default_roundtrip)
+                .with_book(self.book.clone()),
+        )
     }
 
     /// One update tick (§8.1 item 2): `candidates` were drawn by the caller (`keep + (keep − active)` random
     /// ones). Drops unreliable or expired neighbours, churns the lowest-scored one if the set is still full,
-    /// then appends new candidates up to `keep`: none dropped within `readmit_after`, unless that would leave
-    /// the set empty and the peer was dropped for failures, not for bad data.
-    pub fn update(&self, candidates: Vec<Candidate>, now: u32) {
+    /// then appends new candidates up to `keep`: none banned, none dropped within `readmit_after` unless
+    /// that would leave the set empty.
+    pub fn update(&self, mut candidates: Vec<Candidate>, now: u32) {
+        candidates.retain(|c| self.book.banned(&c.peer_id, now).is_none());
         let mut inner = self.inner.write();
         let before: Vec<PeerId> = inner.set.iter().map(|n| *n.peer_id()).collect();
-        retain_usable(&mut inner, now);
+        self.retain_usable(&mut inner, now);
         let readmit_after = self.readmit_after;
         inner
             .dropped
-            .retain(|_, (at, _)| now < at.saturating_add(readmit_after));
+            .retain(|_, at| now < at.saturating_add(readmit_after));
         if inner.set.len() >= self.keep {
             if let Some((worst, _)) = inner.set.iter().enumerate().min_by_key(|(_, n)| n.score()) {
                 inner.set.remove(worst);
@@ -160,16 +176,15 @@ impl Neighbours {
             let n = self.make(*c);
             inner.set.push(n);
         }
-        // Every candidate was dropped lately, none for bad data (a partition times every query out): rather
-        // than stay without a neighbour until the bans end, and sync from nobody long after the network is
-        // back, take them back with fresh scores. Those that still fail are dropped again.
+        // Every candidate that is not banned was dropped lately for failures (a partition times every query
+        // out): rather than stay without a neighbour for `readmit_after`, and sync from nobody long after
+        // the network is back, take them back with fresh scores. Those that still fail are dropped again.
         if inner.set.is_empty() {
             for c in candidates {
                 if inner.set.len() >= self.keep {
                     break;
                 }
-                let malicious = inner.dropped.get(&c.peer_id).is_some_and(|(_, m)| *m);
-                if before.contains(&c.peer_id) || malicious {
+                if before.contains(&c.peer_id) {
                     continue;
                 }
                 inner.dropped.remove(&c.peer_id);
@@ -185,10 +200,26 @@ impl Neighbours {
     /// One apply tick (§8.1 item 3): drops unreliable or expired neighbours and rebuilds the index.
     pub fn apply(&self, now: u32) {
         let mut inner = self.inner.write();
-        retain_usable(&mut inner, now);
+        self.retain_usable(&mut inner, now);
         rebuild(&mut inner);
         drop(inner);
         self.changed.notify_waiters();
+    }
+
+    /// Drops unreliable and expired neighbours: one that sent bad data (banned in the book when it was
+    /// punished), and one that only failed, remembered for `readmit_after`.
+    fn retain_usable(&self, inner: &mut Inner, now: u32) {
+        let Inner { set, dropped, .. } = inner;
+        set.retain(|n| {
+            if n.was_malicious() {
+                return false;
+            }
+            if !n.is_reliable() {
+                dropped.insert(*n.peer_id(), now);
+                return false;
+            }
+            n.expires_at() > now
+        });
     }
 
     /// Draws one indexed neighbour with probability proportional to its effective weight.
@@ -206,7 +237,8 @@ impl Neighbours {
         let weighted: Vec<(&Arc<Neighbour>, u32)> = inner
             .index
             .iter()
-            .filter(|(n, _)| !excluded.contains(n.peer_id()))
+            // One that sent bad data is out at once, not at the next tick.
+            .filter(|(n, _)| !excluded.contains(n.peer_id()) && !n.was_malicious())
             .map(|(n, score)| (n, effective_weight(n, *score, history)))
             .collect();
         let total: u32 = weighted.iter().map(|(_, w)| *w).sum();
@@ -236,6 +268,7 @@ impl Neighbours {
         let mut keyed: Vec<(f64, &Arc<Neighbour>)> = inner
             .index
             .iter()
+            .filter(|(nb, _)| !nb.was_malicious())
             .map(|(nb, score)| {
                 let w = f64::from(effective_weight(nb, *score, history));
                 let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
@@ -250,18 +283,6 @@ impl Neighbours {
             .filter(|nb| kind == NeighbourType::All || nb.is_reliable())
             .collect()
     }
-}
-
-/// Drops unreliable (remembered) and expired neighbours.
-fn retain_usable(inner: &mut Inner, now: u32) {
-    let Inner { set, dropped, .. } = inner;
-    set.retain(|n| {
-        if !n.is_reliable() {
-            dropped.insert(*n.peer_id(), (now, n.was_malicious()));
-            return false;
-        }
-        n.expires_at() > now
-    });
 }
 
 fn effective_weight(n: &Neighbour, selection_score: u8, history: Option<&RequestHistory>) -> u32 {
@@ -285,6 +306,14 @@ mod tests {
     use super::super::neighbour::{Outcome, Punishment};
     use super::*;
 
+    fn book() -> Arc<PeerBook> {
+        Arc::new(PeerBook::in_memory(&crate::config::NeighborsConfig {
+            ban_duration: Duration::from_secs(600),
+            max_ban_duration: Duration::from_secs(3600),
+            ..Default::default()
+        }))
+    }
+
     fn candidate(i: u8) -> Candidate {
         Candidate {
             peer_id: PeerId([i; 32]),
@@ -294,8 +323,8 @@ mod tests {
 
     #[test]
     fn a_set_whose_neighbours_all_failed_lately_is_stranded_until_one_answers() {
-        let set = Neighbours::new(3, Duration::from_millis(300), Duration::ZERO);
-        set.init(vec![candidate(1)]);
+        let set = Neighbours::new(3, Duration::from_millis(300), Duration::ZERO, book());
+        set.init(vec![candidate(1)], 0);
         assert!(!set.is_stranded(), "a fresh neighbour is selectable");
         let n = set.get()[0].clone();
         // five failures: still reliable (64 − 40 = 24), but out of the index (§8.3: 24 − 16 < 16)
@@ -318,8 +347,8 @@ mod tests {
 
     #[test]
     fn update_drops_bad_neighbours_churns_one_and_refills() {
-        let set = Neighbours::new(3, Duration::from_millis(300), Duration::ZERO);
-        set.init((1..=5).map(candidate).collect());
+        let set = Neighbours::new(3, Duration::from_millis(300), Duration::ZERO, book());
+        set.init((1..=5).map(candidate).collect(), 0);
         assert_eq!(set.len(), 3);
         let first = set.get();
         let peers =
@@ -351,8 +380,13 @@ mod tests {
     #[test]
     fn a_set_whose_every_candidate_timed_out_takes_them_back_rather_than_stay_empty() {
         // Two peers, both dropped for timeouts during a partition (a timeout: −8 and Slow −8); bans last 120 s.
-        let set = Neighbours::new(5, Duration::from_millis(300), Duration::from_secs(120));
-        set.init(vec![candidate(1), candidate(2)]);
+        let set = Neighbours::new(
+            5,
+            Duration::from_millis(300),
+            Duration::from_secs(120),
+            book(),
+        );
+        set.init(vec![candidate(1), candidate(2)], 0);
         for n in set.get() {
             while n.is_reliable() {
                 n.track(Outcome::Reject, Duration::from_secs(1));
@@ -401,8 +435,8 @@ mod tests {
 
     #[test]
     fn choose_follows_weights_and_history() {
-        let set = Neighbours::new(2, Duration::from_millis(300), Duration::ZERO);
-        set.init(vec![candidate(1), candidate(2)]);
+        let set = Neighbours::new(2, Duration::from_millis(300), Duration::ZERO, book());
+        set.init(vec![candidate(1), candidate(2)], 0);
         let history = RequestHistory::new(Some(10));
         let bad = PeerId([1; 32]);
         for _ in 0..5 {
@@ -428,5 +462,48 @@ mod tests {
             1,
             "unreliable neighbours are dropped from the sample"
         );
+    }
+
+    #[test]
+    fn a_neighbour_that_sent_bad_data_stays_out_for_its_ban_across_refreshes_and_a_new_set() {
+        // Bans are taken at the real time of the punishment; the ticks run at that time too.
+        let t0 = crate::network::now_sec();
+        let book = book();
+        let set = Neighbours::new(2, Duration::from_millis(300), Duration::ZERO, book.clone());
+        let forever = |i: u8| Candidate {
+            peer_id: PeerId([i; 32]),
+            expires_at: u32::MAX,
+        };
+        set.init(vec![forever(1), forever(2)], t0);
+        let liar = set.get()[0].clone();
+        let liar_candidate = forever(liar.peer_id().0[0]);
+        liar.punish(Punishment::Malicious);
+        let ban = book.banned(liar.peer_id(), t0).expect("banned at once");
+        assert!(ban.until >= t0 + 600 && ban.offences == 1, "{ban:?}");
+        assert!(
+            (0..200).all(|_| set.choose(None).is_none_or(|n| !Arc::ptr_eq(&n, &liar))),
+            "a liar is not chosen even before the next tick"
+        );
+        // Refreshes that take failed peers back at once: the liar is not taken back while banned, even when
+        // the set would otherwise be empty.
+        for dt in [1, 300, 590] {
+            set.apply(t0 + dt);
+            set.update(vec![liar_candidate], t0 + dt);
+            assert!(set.find(liar.peer_id()).is_none(), "still banned at +{dt}");
+        }
+        // A new set over the same book (a restarted overlay client) skips it too.
+        let again = Neighbours::new(2, Duration::from_millis(300), Duration::ZERO, book.clone());
+        again.init(vec![liar_candidate], t0 + 10);
+        assert!(again.is_empty());
+        // After the ban it comes back; a second offence bans it twice as long.
+        again.update(vec![liar_candidate], ban.until);
+        assert_eq!(again.len(), 1);
+        again.get()[0].punish(Punishment::Malicious);
+        let second = book.banned(liar.peer_id(), ban.until).unwrap();
+        assert_eq!(second.offences, 2);
+        assert!(second.until >= t0 + 1200, "{second:?}");
+        // Punishing it again before it is dropped is still one offence.
+        again.get()[0].punish(Punishment::Malicious);
+        assert_eq!(book.banned(liar.peer_id(), ban.until).unwrap().offences, 2);
     }
 }

@@ -11,13 +11,15 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use rand::seq::SliceRandom;
 use tycho_network::{
-    ConnectionError, Network, PeerId, PeerResolverHandle, PublicOverlay, Request, UnknownPeerError,
+    ConnectionError, KnownPeerHandle, Network, PeerId, PeerResolverHandle, PublicOverlay, Request,
+    UnknownPeerError,
 };
 
 use super::error::ClientError;
 use super::history::RequestHistory;
 use super::neighbour::{Neighbour, Outcome, Punishment};
 use super::neighbours::{Candidate, Neighbours};
+use super::peer_book::PeerBook;
 use crate::config::PublicOverlayClientConfig;
 use crate::network::now_sec;
 use crate::proto::{self, OverlayResponse};
@@ -104,6 +106,9 @@ struct Inner {
     config: PublicOverlayClientConfig,
     neighbours: Neighbours,
     validators: Validators,
+    /// Known-peer handles of the pinned peers (bootstrap and recent ones): they keep the addresses known to
+    /// the network while the overlay has no entry for them.
+    pinned: Mutex<HashMap<PeerId, KnownPeerHandle>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -122,17 +127,30 @@ pub struct PublicOverlayClient {
 }
 
 impl PublicOverlayClient {
-    /// A client over the blockchain overlay of `network`; starts the update, apply, ping and validator
-    /// tracking tasks (needs a tokio runtime).
+    /// A client over the blockchain overlay of `network` with a book that lasts as long as the process;
+    /// starts the update, apply, ping and validator tracking tasks (needs a tokio runtime).
     pub fn new(
         network: Network,
         overlay: PublicOverlay,
         config: PublicOverlayClientConfig,
     ) -> Self {
+        let book = Arc::new(PeerBook::in_memory(&config.neighbors));
+        Self::with_peer_book(network, overlay, config, book)
+    }
+
+    /// As [`Self::new`] with a given book: its bans keep liars out, and its bootstrap and recent peers are
+    /// always candidates beside the overlay's entries.
+    pub fn with_peer_book(
+        network: Network,
+        overlay: PublicOverlay,
+        config: PublicOverlayClientConfig,
+        book: Arc<PeerBook>,
+    ) -> Self {
         let neighbours = Neighbours::new(
             config.neighbors.keep,
             config.neighbors.default_roundtrip,
             config.neighbors.update_interval,
+            book,
         );
         let inner = Arc::new(Inner {
             network,
@@ -140,10 +158,11 @@ impl PublicOverlayClient {
             validators: Validators::default(),
             neighbours,
             config,
+            pinned: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Vec::new()),
         });
         let this = Self { inner };
-        this.inner.neighbours.init(this.candidates());
+        this.inner.neighbours.init(this.candidates(), now_sec());
         let weak = Arc::downgrade(&this.inner);
         let mut tasks = vec![
             tokio::spawn(update_task(weak.clone())),
@@ -183,7 +202,12 @@ impl PublicOverlayClient {
         self.inner.neighbours.wait_for(n).await;
     }
 
-    /// Overlay entries with a resolved address, as candidates (§8.1 item 1).
+    /// The book of bans and pinned peers.
+    pub fn peer_book(&self) -> &Arc<PeerBook> {
+        self.inner.neighbours.book()
+    }
+
+    /// Overlay entries with a resolved address (§8.1 item 1), and the pinned peers, as candidates.
     fn candidates(&self) -> Vec<Candidate> {
         candidates(&self.inner)
     }
@@ -314,15 +338,60 @@ impl PublicOverlayClient {
 fn candidates(inner: &Inner) -> Vec<Candidate> {
     let own = inner.network.peer_id();
     let ttl = inner.overlay.entry_ttl_sec();
-    let entries = inner.overlay.read_entries();
-    entries
+    let mut out: Vec<Candidate> = {
+        let entries = inner.overlay.read_entries();
+        entries
+            .iter()
+            .filter(|e| e.resolver_handle.is_resolved() && e.entry.peer_id != *own)
+            .map(|e| Candidate {
+                peer_id: e.entry.peer_id,
+                expires_at: e.expires_at(ttl),
+            })
+            .collect()
+    };
+    // The pinned peers, whatever the overlay holds: a flood of fresh entries (or a restart among departed
+    // peers) cannot push them out. Their addresses are kept known to the network by a handle.
+    let mut pinned = inner.pinned.lock();
+    for info in inner.neighbours.book().pinned(now_sec()) {
+        if info.id == *own {
+            continue;
+        }
+        if let std::collections::hash_map::Entry::Vacant(slot) = pinned.entry(info.id) {
+            match inner
+                .network
+                .known_peers()
+                .insert_allow_outdated(info.clone(), false)
+            {
+                Ok(handle) => {
+                    slot.insert(handle);
+                }
+                Err(_) => continue, // banned by the network itself
+            }
+        }
+        if !out.iter().any(|c| c.peer_id == info.id) {
+            out.push(Candidate {
+                peer_id: info.id,
+                // A pinned peer leaves the set only by failing or lying, not by an entry's expiry.
+                expires_at: u32::MAX,
+            });
+        }
+    }
+    out
+}
+
+/// Remembers the neighbours that answered (their newest signed infos) as the recent peers of the book.
+fn remember_recent(inner: &Inner) {
+    let infos: Vec<_> = inner
+        .neighbours
+        .get()
         .iter()
-        .filter(|e| e.resolver_handle.is_resolved() && e.entry.peer_id != *own)
-        .map(|e| Candidate {
-            peer_id: e.entry.peer_id,
-            expires_at: e.expires_at(ttl),
+        .filter(|n| {
+            let (total, failed) = n.totals();
+            n.is_reliable() && !n.was_malicious() && total > failed
         })
-        .collect()
+        .filter_map(|n| inner.network.known_peers().get(n.peer_id()))
+        .collect();
+    inner.neighbours.book().remember_recent(infos);
 }
 
 async fn query_raw(
@@ -463,6 +532,7 @@ async fn apply_task(weak: Weak<Inner>) {
         }
         let Some(inner) = weak.upgrade() else { return };
         inner.neighbours.apply(now_sec());
+        remember_recent(&inner);
     }
 }
 

@@ -1,6 +1,8 @@
-//! Archive recovery at startup (storage.md §8.7): temp files, events, stray files, pending commits.
+//! Archive recovery at startup (storage.md §8.7): temp files, events, stray files (quarantined, not deleted:
+//! issue #18), pending commits.
 
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
 use regolith_kv::Batch;
 
@@ -20,8 +22,11 @@ pub struct ArchiveOpenStats {
     pub tmp_files_removed: usize,
     /// Committed archives whose file was missing (forgotten).
     pub archives_missing: usize,
-    /// Archive files without a commit or pending commit (deleted).
-    pub archive_files_removed: usize,
+    /// Archive files without a commit or pending commit, moved into `archives/quarantine/` by this open
+    /// (never deleted: they are reported for an operator to look at).
+    pub archive_files_quarantined: usize,
+    /// Files in `archives/quarantine/` after recovery (also counted by read-only opens).
+    pub quarantined_files: usize,
     /// Pending commits finished at startup.
     pub archives_recommitted: usize,
     /// Known archives after recovery.
@@ -40,12 +45,54 @@ fn parse_archive_file_name(name: &str) -> Option<u32> {
     stem.parse().ok()
 }
 
+/// The folder of archive files that recovery could not account for.
+pub(crate) const QUARANTINE_DIR: &str = "quarantine";
+
+/// Moves `path` into `dir/quarantine/` under its own name (`.N` appended if the name is taken), with the
+/// rename made durable in both folders.
+fn quarantine(dir: &Path, path: &Path, name: &str) -> Result<PathBuf> {
+    let target_dir = dir.join(QUARANTINE_DIR);
+    std::fs::create_dir_all(&target_dir).map_err(StorageError::io(format!(
+        "creating {}",
+        target_dir.display()
+    )))?;
+    let mut target = target_dir.join(name);
+    let mut n = 1u32;
+    while target.exists() {
+        target = target_dir.join(format!("{name}.{n}"));
+        n += 1;
+    }
+    std::fs::rename(path, &target).map_err(StorageError::io(format!(
+        "moving {} to {}",
+        path.display(),
+        target.display()
+    )))?;
+    for d in [&target_dir, &dir.to_path_buf()] {
+        std::fs::File::open(d)
+            .and_then(|f| f.sync_all())
+            .map_err(StorageError::io(format!("syncing {}", d.display())))?;
+    }
+    Ok(target)
+}
+
+fn count_quarantined(dir: &Path) -> Result<usize> {
+    let target_dir = dir.join(QUARANTINE_DIR);
+    match std::fs::read_dir(&target_dir) {
+        Ok(entries) => Ok(entries.filter_map(Result::ok).count()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(StorageError::Io {
+            context: format!("listing {}", target_dir.display()),
+            source: e,
+        }),
+    }
+}
+
 /// With `read_only` the state is loaded and nothing on disk is changed.
 pub(crate) fn recover(shared: &ArchiveShared, read_only: bool) -> Result<ArchiveOpenStats> {
     let mut stats = ArchiveOpenStats::default();
     let dir = &shared.dir;
     let db = &shared.db;
-    let read_dir = |dir: &std::path::Path| -> Result<Vec<std::fs::DirEntry>> {
+    let read_dir = |dir: &Path| -> Result<Vec<std::fs::DirEntry>> {
         std::fs::read_dir(dir)
             .and_then(Iterator::collect::<std::io::Result<Vec<_>>>)
             .map_err(StorageError::io(format!("listing {}", dir.display())))
@@ -125,20 +172,26 @@ pub(crate) fn recover(shared: &ArchiveShared, read_only: bool) -> Result<Archive
         }
     }
 
-    // 3. Files that are neither committed nor pending.
+    // 3. Files that are neither committed nor pending: moved aside, never deleted.
     for entry in read_dir(dir)? {
         let name = entry.file_name();
         let Some(id) = parse_archive_file_name(&name.to_string_lossy()) else {
             continue;
         };
         if !read_only && !committed.contains(&id) && !pending.contains(&id) {
-            std::fs::remove_file(entry.path()).map_err(StorageError::io(format!(
-                "removing {}",
-                entry.path().display()
-            )))?;
-            stats.archive_files_removed += 1;
+            let moved = quarantine(dir, &entry.path(), &name.to_string_lossy())?;
+            tracing::error!(
+                archive_id = id,
+                file = %moved.display(),
+                "an archive file that no commit accounts for was moved into quarantine; \
+                 look at it, then delete it or keep it"
+            );
+            stats.archive_files_quarantined += 1;
         }
     }
+    stats.quarantined_files = count_quarantined(dir)?;
+    metrics::gauge!("regolith_storage_quarantined_archive_files")
+        .set(stats.quarantined_files as f64);
 
     {
         let mut grouping = shared.grouping.lock();
