@@ -172,6 +172,9 @@ pub fn summary(storage: &Storage) -> Result<Value> {
     let total: usize = per_shard.values().map(|e| e.0).sum();
     let state = storage.node_state();
     let stats = storage.open_stats();
+    let peers_file = storage.config().root_dir.join(crate::run::PEERS_FILE);
+    let book = regolith_rpc::client::PeerBook::open(&peers_file, &Default::default())?;
+    let now = regolith_rpc::network::now_sec();
     Ok(json!({
         "blocks_total": total,
         "blocks_per_shard": per_shard.iter().map(|(shard, (n, min, max))| {
@@ -185,6 +188,11 @@ pub fn summary(storage: &Storage) -> Result<Value> {
         "startup_check": stats.consistency,
         "archive_recovery": stats.archives,
         "persistent_states": stats.states,
+        "peers": {
+            "banned_now": book.bans().iter().filter(|(_, b)| b.until > now).count(),
+            "bans_remembered": book.bans().len(),
+            "recent_neighbours": book.recent().len(),
+        },
     }))
 }
 

@@ -329,7 +329,7 @@ pub async fn bench(fixtures: &Path, json: bool) -> Result<()> {
                 println!("{}", serde_json::to_string(&run)?);
             } else {
                 println!(
-                    "{:<28} {:<12} mc {:>3}/{:<3} {:>7.1} s  peak RSS {:>6.1} MiB  forger: {:>5} queries, {:>4} forged, score {}  honest score {}",
+                    "{:<28} {:<12} mc {:>3}/{:<3} {:>7.1} s  peak RSS {:>6.1} MiB  forger: {:>5} queries, {:>4} forged, score {}{}  honest score {}",
                     format!("{attack:?}"),
                     if with_honest { "with honest" } else { "forger alone" },
                     run.reached,
@@ -339,6 +339,7 @@ pub async fn bench(fixtures: &Path, json: bool) -> Result<()> {
                     run.forger_queries,
                     run.forged,
                     run.forger_score.map_or("none (dropped)".into(), |s| format!("{s:.0}")),
+                    if run.forger_banned { ", banned" } else { "" },
                     run.honest_score.map_or("-".into(), |s| format!("{s:.0}")),
                 );
             }
