@@ -16,6 +16,7 @@ use tycho_types::models::{
 };
 
 use crate::archive::ArchivedBlock;
+use crate::cells::StateCells;
 use crate::error::{build_err, ChainError};
 use crate::keys::{subset_round, ValidatorKeys};
 use crate::messages::{build_block_messages, Accounts, MessageSpec};
@@ -38,6 +39,8 @@ struct ChainTip {
     end_lt: u64,
     state: ShardStateUnsplit,
     state_root: Cell,
+    /// The cells of `state_root`, counted.
+    cells: StateCells,
     last_diff_hash: HashBytes,
     /// This chain's diffs that consumers may still need (its queue state's tail), oldest first.
     pending_diffs: Vec<PendingDiff>,
@@ -147,6 +150,7 @@ impl Generator {
             end_lt: 0,
             state: genesis.mc.state.clone(),
             state_root: genesis.mc.root.clone(),
+            cells: StateCells::of(&genesis.mc.root),
             last_diff_hash: HashBytes::ZERO,
             pending_diffs: Vec::new(),
             processed_to: Vec::new(),
@@ -165,6 +169,7 @@ impl Generator {
                     end_lt: 0,
                     state,
                     state_root: z.root.clone(),
+                    cells: StateCells::of(&z.root),
                     last_diff_hash: HashBytes::ZERO,
                     pending_diffs: Vec::new(),
                     processed_to: Vec::new(),
@@ -337,7 +342,7 @@ impl Generator {
             let end_lt = built.last_lt.max(start_lt + 1);
             let (min_message, max_message, hashes) = diff_bounds(&built.messages, start_lt, end_lt);
             let tail_len = self.tail_len(shard_index + 1, &max_message);
-            let tip = &self.shards[shard_index];
+            let tip = &mut self.shards[shard_index];
             let shard = tip.shard;
             let block_seqno = tip.id.seqno + 1;
 
@@ -366,7 +371,7 @@ impl Generator {
             };
             let new_root =
                 CellBuilder::build_from(&new_state).map_err(build_err("a shard state"))?;
-            let update = merkle_update(&tip.state_root, &new_root)?;
+            let update = tip.cells.update(&tip.state_root, &new_root)?;
 
             let mut info = BlockInfo {
                 seqno: block_seqno,
@@ -543,7 +548,7 @@ impl Generator {
             ..self.mc.state.clone()
         };
         let new_root = CellBuilder::build_from(&new_state).map_err(build_err("the mc state"))?;
-        let update = merkle_update(&self.mc.state_root, &new_root)?;
+        let update = self.mc.cells.update(&self.mc.state_root, &new_root)?;
 
         let (min_message, max_message, hashes) = diff_bounds(&[], start_lt, end_lt);
         let diff = QueueDiff {
@@ -733,31 +738,6 @@ impl Generator {
         };
         Ok((id, root, data))
     }
-}
-
-/// The Merkle update from `old` to `new`. The filter is the old cells the update must know: those the new
-/// state no longer has, and the topmost old cells it keeps (reached from a changed cell). Kept cells are
-/// pruned in both halves, so only the changed paths and the new cells are in the update.
-fn merkle_update(old: &Cell, new: &Cell) -> Result<MerkleUpdate, ChainError> {
-    let mut in_new = std::collections::HashSet::new();
-    let mut stack = vec![new.as_ref()];
-    while let Some(cell) = stack.pop() {
-        if in_new.insert(*cell.repr_hash()) {
-            stack.extend(cell.references());
-        }
-    }
-    let mut changed = std::collections::HashSet::new();
-    let mut stack = vec![old.as_ref()];
-    while let Some(cell) = stack.pop() {
-        let hash = *cell.repr_hash();
-        if !changed.insert(hash) || in_new.contains(&hash) {
-            continue;
-        }
-        stack.extend(cell.references());
-    }
-    MerkleUpdate::create(old.as_ref(), new.as_ref(), changed)
-        .build()
-        .map_err(build_err("a state update"))
 }
 
 /// min and max message keys and the sorted hashes of a diff; an empty diff spans its block's lts.

@@ -14,6 +14,7 @@
 //! Everything is derived from the options and the seed: the same arguments give byte-identical output.
 
 pub mod archive;
+mod cells;
 pub mod error;
 pub mod generator;
 pub mod keys;
