@@ -205,7 +205,7 @@ mod tests {
                     ArchiveEntryType::Proof => 1,
                     ArchiveEntryType::QueueDiff => 2,
                 };
-                slot[at] = entry.data.to_vec();
+                slot[at] = entry.data;
             }
             out.extend(order.into_iter().map(|id| {
                 let p = parts.remove(&id).unwrap();
