@@ -1,7 +1,8 @@
 //! `regolith run`: the node's main job. Opens the storage (startup check, archive recovery) and the internal
 //! queue (queue.md §5.4 start procedure, then its GC task), starts tycho-network (QUIC, DHT, overlay service,
 //! peer resolver) with the blockchain public overlay serving blockchain RPC from the storage, exposes
-//! Prometheus metrics, runs block GC on schedule and stays up until SIGINT/SIGTERM.
+//! Prometheus metrics, runs block GC on schedule and stays up until SIGINT/SIGTERM. Blocks come from the sync
+//! (peers), or on a live node (`live.json`, [`crate::live`]) from the node's own generated chain.
 
 use std::sync::Arc;
 use std::time::Duration;
