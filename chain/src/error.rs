@@ -17,6 +17,23 @@ pub enum ChainError {
         /// The cell library's message.
         reason: String,
     },
+    /// Replaying the generator from its zerostate did not give the chain a data directory holds: the
+    /// options, the seed or the base zerostate are not the ones it was generated with.
+    #[error(
+        "the replayed chain differs at mc block {seqno}: generated {replayed}, stored {stored} \
+         (another seed, other generator options or another base zerostate than the ones that made it)"
+    )]
+    ReplayMismatch {
+        /// The mc seqno where they differ.
+        seqno: u32,
+        /// The id the generator gives.
+        replayed: String,
+        /// The id that is stored.
+        stored: String,
+    },
+    /// The caller stopped a replay.
+    #[error("the replay was stopped")]
+    Stopped,
     /// A file could not be written.
     #[error("writing {path}: {source}")]
     Io {

@@ -213,6 +213,40 @@ impl Generator {
         })
     }
 
+    /// The generator at mc block `last.seqno` of the chain that `options` and `base_zerostate` make, rebuilt
+    /// by generating every block from the zerostate on (the step API, so exactly the blocks the first run
+    /// made). The replayed zerostate must be `zerostate` and the replayed block `last`: an mc block's id
+    /// covers its previous one and its shard blocks, so that pins the whole chain. `on_block(seqno)` is
+    /// called after each replayed mc block (progress); a `Break` stops the replay with [`ChainError::Stopped`].
+    pub fn resume(
+        options: ChainOptions,
+        base_zerostate: &[u8],
+        zerostate: &BlockId,
+        last: &BlockId,
+        mut on_block: impl FnMut(u32) -> std::ops::ControlFlow<()>,
+    ) -> Result<Self, ChainError> {
+        let mut generator = Self::new(options, base_zerostate)?;
+        let mismatch =
+            |seqno: u32, replayed: &BlockId, stored: &BlockId| ChainError::ReplayMismatch {
+                seqno,
+                replayed: replayed.to_string(),
+                stored: stored.to_string(),
+            };
+        if generator.genesis.mc.id != *zerostate {
+            return Err(mismatch(0, &generator.genesis.mc.id, zerostate));
+        }
+        while generator.mc.id.seqno < last.seqno {
+            let group = generator.next_mc_block()?;
+            if on_block(group.mc.seqno).is_break() {
+                return Err(ChainError::Stopped);
+            }
+        }
+        if generator.mc.id != *last {
+            return Err(mismatch(last.seqno, &generator.mc.id, last));
+        }
+        Ok(generator)
+    }
+
     /// The options.
     pub fn options(&self) -> &ChainOptions {
         &self.options
@@ -272,7 +306,8 @@ impl Generator {
         out
     }
 
-    /// Generates the next mc block with a new top block of every shard.
+    /// Generates the next mc block with a new top block of every shard: the step API. [`crate::generate`] is a
+    /// loop over it, and the live devnet calls it once per block interval, so both give the same bytes.
     pub fn next_mc_block(&mut self) -> Result<GeneratedGroup, ChainError> {
         let seqno = self.mc.id.seqno + 1;
         let is_key_block = seqno.is_multiple_of(self.options.key_block_every);

@@ -148,3 +148,151 @@ pub fn generate(
     manifest.write(out, &generator)?;
     Ok(summary)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
+    use tycho_types::models::BlockId;
+
+    use super::*;
+
+    fn base_zerostate() -> Vec<u8> {
+        std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/fixtures/zerostate.boc"
+        ))
+        .unwrap()
+    }
+
+    fn options() -> ChainOptions {
+        ChainOptions {
+            mc_blocks: 25,
+            shards: 2,
+            messages: 3,
+            message_bytes: 100,
+            key_block_every: 4,
+            validators: 4,
+            rotate_every: 2,
+            persistent_every: 2,
+            mc_blocks_per_archive: 10,
+            seed: 11,
+        }
+    }
+
+    /// Every block of every archive file under `dir`, in archive order: (id, data, proof, diff).
+    fn archived_blocks(dir: &Path) -> Vec<(BlockId, [Vec<u8>; 3])> {
+        let mut files: Vec<_> = std::fs::read_dir(dir.join("archives"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        let mut out = Vec::new();
+        for path in files {
+            let reader =
+                ArchiveReader::new_compressed(std::fs::File::open(&path).unwrap()).unwrap();
+            let mut order = Vec::new();
+            let mut parts: HashMap<BlockId, [Vec<u8>; 3]> = HashMap::new();
+            for entry in reader {
+                let entry = entry.unwrap();
+                let slot = parts.entry(entry.block_id).or_insert_with(|| {
+                    order.push(entry.block_id);
+                    Default::default()
+                });
+                let at = match entry.ty {
+                    ArchiveEntryType::Block => 0,
+                    ArchiveEntryType::Proof => 1,
+                    ArchiveEntryType::QueueDiff => 2,
+                };
+                slot[at] = entry.data;
+            }
+            out.extend(order.into_iter().map(|id| {
+                let p = parts.remove(&id).unwrap();
+                (id, p)
+            }));
+        }
+        out
+    }
+
+    fn stepped(generator: &mut Generator, count: u32) -> Vec<(BlockId, [Vec<u8>; 3])> {
+        let mut out = Vec::new();
+        for _ in 0..count {
+            let group = generator.next_mc_block().unwrap();
+            out.extend(
+                group
+                    .blocks
+                    .into_iter()
+                    .map(|b| (b.id, [b.data, b.proof, b.queue_diff])),
+            );
+        }
+        out
+    }
+
+    #[test]
+    fn the_step_api_gives_the_bytes_of_the_batch_generator() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = base_zerostate();
+        generate(&options(), &base, dir.path()).unwrap();
+        let batch = archived_blocks(dir.path());
+        assert_eq!(batch.len(), 25 * 3);
+
+        let mut generator = Generator::new(options(), &base).unwrap();
+        assert_eq!(
+            generator.genesis.boc,
+            std::fs::read(dir.path().join("zerostate.boc")).unwrap()
+        );
+        let steps = stepped(&mut generator, 25);
+        assert_eq!(steps.len(), batch.len());
+        for (step, archived) in steps.iter().zip(&batch) {
+            assert_eq!(step.0, archived.0);
+            assert!(step.1 == archived.1, "block {}: other bytes", step.0);
+        }
+    }
+
+    #[test]
+    fn resume_replays_to_the_stored_tip_and_continues_with_the_same_blocks() {
+        let base = base_zerostate();
+        let mut whole = Generator::new(options(), &base).unwrap();
+        let zerostate = whole.genesis.mc.id;
+        let first = stepped(&mut whole, 13);
+        let rest = stepped(&mut whole, 4);
+
+        let last = first.last().unwrap().0;
+        let mut replayed_seqnos = Vec::new();
+        let mut resumed = Generator::resume(options(), &base, &zerostate, &last, |seqno| {
+            replayed_seqnos.push(seqno);
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert_eq!(replayed_seqnos, (1..=13).collect::<Vec<_>>());
+        assert_eq!(resumed.last_mc_block(), last);
+        let continued = stepped(&mut resumed, 4);
+        assert!(continued == rest, "the resumed generator made other blocks");
+
+        // Other options give another block 13 (the same zerostate: messages do not change it).
+        let other = ChainOptions {
+            messages: 4,
+            ..options()
+        };
+        match Generator::resume(other, &base, &zerostate, &last, |_| {
+            std::ops::ControlFlow::Continue(())
+        }) {
+            Err(ChainError::ReplayMismatch { seqno: 13, .. }) => {}
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("a chain of other options was taken as the stored one"),
+        }
+        // Another seed gives another zerostate.
+        let other = ChainOptions {
+            seed: 12,
+            ..options()
+        };
+        match Generator::resume(other, &base, &zerostate, &last, |_| {
+            std::ops::ControlFlow::Continue(())
+        }) {
+            Err(ChainError::ReplayMismatch { seqno: 0, .. }) => {}
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("a chain of another seed was taken as the stored one"),
+        }
+    }
+}

@@ -36,6 +36,20 @@ pub struct GenerateArgs {
     /// Masterchain blocks.
     #[arg(long, default_value_t = 1000)]
     pub mc_blocks: u32,
+    /// The shape of the chain.
+    #[command(flatten)]
+    pub shape: ChainShapeArgs,
+    /// Mc blocks per archive at most.
+    #[arg(long, default_value_t = 100)]
+    pub mc_blocks_per_archive: u32,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The generator options that shape a chain (`chain generate`, and `devnet --live`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ChainShapeArgs {
     /// Shards of workchain 0 (1, 2, 4 or 8).
     #[arg(long, default_value_t = 2)]
     pub shards: u8,
@@ -57,22 +71,16 @@ pub struct GenerateArgs {
     /// Every P-th key block starts a new persistent-state window.
     #[arg(long, default_value_t = 2)]
     pub persistent_every: u32,
-    /// Mc blocks per archive at most.
-    #[arg(long, default_value_t = 100)]
-    pub mc_blocks_per_archive: u32,
     /// The seed of every key, account and message.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    pub json: bool,
 }
 
-impl GenerateArgs {
-    /// The generator's options.
-    pub fn options(&self) -> ChainOptions {
+impl ChainShapeArgs {
+    /// The generator's options for `mc_blocks` mc blocks in archives of `mc_blocks_per_archive`.
+    pub fn options(&self, mc_blocks: u32, mc_blocks_per_archive: u32) -> ChainOptions {
         ChainOptions {
-            mc_blocks: self.mc_blocks,
+            mc_blocks,
             shards: self.shards,
             messages: self.messages,
             message_bytes: self.message_bytes,
@@ -80,9 +88,17 @@ impl GenerateArgs {
             validators: self.validators,
             rotate_every: self.rotate_every,
             persistent_every: self.persistent_every,
-            mc_blocks_per_archive: self.mc_blocks_per_archive,
+            mc_blocks_per_archive,
             seed: self.seed,
         }
+    }
+}
+
+impl GenerateArgs {
+    /// The generator's options.
+    pub fn options(&self) -> ChainOptions {
+        self.shape
+            .options(self.mc_blocks, self.mc_blocks_per_archive)
     }
 }
 

@@ -1,7 +1,8 @@
 //! `regolith devnet`: N separate `regolith run` processes on 127.0.0.1, with their data in `DIR/node1` …
-//! `DIR/nodeN`. node1 imports the fixture chain; the others start from the zerostate alone and sync from their
-//! peers (all from node1, or each from the one before it with `--line`). The command shows every node's
-//! height until Ctrl-C (SIGINT) or SIGTERM, then stops the nodes cleanly.
+//! `DIR/nodeN`. node1 imports the fixture chain, or with `--live` makes a new chain while it runs (a generated
+//! zerostate, `live.json` in its data dir: see [`crate::live`]); the others start from the zerostate alone and
+//! sync from their peers (all from node1, or each from the one before it with `--line`). The command shows
+//! every node's height until Ctrl-C (SIGINT) or SIGTERM, then stops the nodes cleanly.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -11,7 +12,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::config::{write_json, write_secret_json, DataDir};
+use crate::chain_cmd::ChainShapeArgs;
+use crate::config::{write_atomically, write_json, write_secret_json, DataDir};
+use crate::live::{LiveChain, LiveConfig};
+
+/// The help heading of the live chain's options.
+const LIVE_HEADING: &str = "Live chain (with --live)";
 
 /// `regolith devnet` arguments.
 #[derive(clap::Args, Debug, Clone)]
@@ -28,15 +34,30 @@ pub struct DevnetArgs {
     /// The first node's QUIC port; node k listens on base + 2(k − 1) and serves metrics on the next port.
     #[arg(long, default_value_t = 30410)]
     pub base_port: u16,
-    /// The zerostate of the chain.
+    /// The zerostate of the chain (with `--live`: the base whose config the generated zerostate uses).
     #[arg(long, default_value = "../shared/fixtures/zerostate.boc")]
     pub zerostate: PathBuf,
-    /// Archives node1 imports.
+    /// Archives node1 imports (not with `--live`).
     #[arg(long, default_value = "../shared/fixtures/archive_1.bin")]
     pub archive: Vec<PathBuf>,
-    /// Stop once every node has the last block of node1 (otherwise run until a signal).
+    /// Stop once every node has the last block of node1 (otherwise run until a signal); with `--live
+    /// --mc-blocks N`, once every node has mc block N.
     #[arg(long)]
     pub exit_when_synced: bool,
+    /// node1 makes a new chain while it runs, one mc block per `--block-interval`, and the other nodes
+    /// follow it: a generated zerostate (`DIR/zerostate.boc`), the generator's options in node1's
+    /// `live.json`.
+    #[arg(long)]
+    pub live: bool,
+    /// One mc block (with a block of every shard) per interval.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration, help_heading = LIVE_HEADING)]
+    pub block_interval: Duration,
+    /// node1 makes no block after this mc block (default: it runs on).
+    #[arg(long, help_heading = LIVE_HEADING)]
+    pub mc_blocks: Option<u32>,
+    /// The generated chain (fixed once node1 exists: the same options resume it).
+    #[command(flatten, next_help_heading = LIVE_HEADING)]
+    pub chain: ChainShapeArgs,
 }
 
 struct Member {
@@ -68,6 +89,14 @@ pub async fn run(args: DevnetArgs) -> Result<()> {
         })
         .collect();
 
+    if args.mc_blocks.is_some() && !args.live {
+        bail!("--mc-blocks is an option of --live");
+    }
+    let live = args.live.then(|| live_config(&args)).transpose()?;
+    let zerostate = match &live {
+        Some((_, base)) => write_live_zerostate(&args, base)?,
+        None => args.zerostate.clone(),
+    };
     // Data directories: kept across runs (init and import are no-ops the second time).
     for member in &members {
         if !member.data.is_initialised() {
@@ -75,7 +104,7 @@ pub async fn run(args: DevnetArgs) -> Result<()> {
                 .arg("--data")
                 .arg(&member.data.root)
                 .args(["init", "--zerostate"])
-                .arg(&args.zerostate)
+                .arg(&zerostate)
                 .args(["--listen", &member.listen.to_string()])
                 .args(["--metrics", &member.metrics.to_string()])
                 .output()
@@ -94,22 +123,13 @@ pub async fn run(args: DevnetArgs) -> Result<()> {
         }
     }
     let first = &members[0];
-    let mut import = Command::new(&exe);
-    import
-        .arg("--data")
-        .arg(&first.data.root)
-        .args(["import", "--quiet"]);
-    for archive in &args.archive {
-        import.arg(archive);
+    match &live {
+        Some((config, base)) => {
+            config.install(&first.data, base)?;
+            println!("node1 makes a live chain: {}", config.describe());
+        }
+        None => import(&exe, &first.data, &args.archive)?,
     }
-    let out = import.output().context("cannot run regolith import")?;
-    if !out.status.success() {
-        bail!(
-            "node1 could not import the chain: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    print!("{}", String::from_utf8_lossy(&out.stdout));
     // Bootstrap: every node knows its source (node1, or the previous node) and node1 knows everybody.
     let infos: Vec<serde_json::Value> = members
         .iter()
@@ -167,7 +187,17 @@ pub async fn run(args: DevnetArgs) -> Result<()> {
         );
     }
 
-    let result = watch(&mut members, shutdown, args.exit_when_synced).await;
+    let goal = match &live {
+        // A live chain without an end: nodes are level only for an instant, which is not worth a line.
+        Some((config, _)) => Goal::Live {
+            stop_at: config.stop_at,
+            exit: args.exit_when_synced,
+        },
+        None => Goal::Fixture {
+            exit: args.exit_when_synced,
+        },
+    };
+    let result = watch(&mut members, shutdown, goal).await;
     for member in &mut members {
         if let Some(child) = &member.child {
             // SAFETY: kill only sends a signal to the child's pid.
@@ -185,12 +215,101 @@ pub async fn run(args: DevnetArgs) -> Result<()> {
     result
 }
 
-/// Prints the heights every 2 s until a signal (or, with `exit_when_synced`, until all nodes are level).
-async fn watch(
-    members: &mut [Member],
-    shutdown: crate::run::Shutdown,
-    exit_when_synced: bool,
-) -> Result<()> {
+/// node1's `live.json` from the arguments, and the base zerostate.
+fn live_config(args: &DevnetArgs) -> Result<(LiveConfig, Vec<u8>)> {
+    let base = std::fs::read(&args.zerostate)
+        .with_context(|| format!("cannot read {}", args.zerostate.display()))?;
+    let options = args.chain.options(
+        0,
+        regolith_chain::ChainOptions::default().mc_blocks_per_archive,
+    );
+    options.validate()?;
+    if args.block_interval.is_zero() {
+        bail!("--block-interval must be above 0");
+    }
+    Ok((
+        LiveConfig {
+            chain: LiveChain::of(&options),
+            block_interval: args.block_interval,
+            stop_at: args.mc_blocks,
+        },
+        base,
+    ))
+}
+
+/// Writes the live chain's zerostate to `DIR/zerostate.boc` (every node is initialised from it) and returns
+/// its path.
+fn write_live_zerostate(args: &DevnetArgs, base: &[u8]) -> Result<PathBuf> {
+    let options = args.chain.options(
+        0,
+        regolith_chain::ChainOptions::default().mc_blocks_per_archive,
+    );
+    let generator = regolith_chain::Generator::new(options, base)
+        .context("cannot generate the live chain's zerostate")?;
+    let path = args.dir.join("zerostate.boc");
+    if std::fs::read(&path).ok().as_deref() != Some(generator.genesis.boc.as_slice()) {
+        write_atomically(&path, &generator.genesis.boc)?;
+    }
+    Ok(path)
+}
+
+/// `regolith import` of the fixture archives into node1.
+fn import(exe: &std::path::Path, data: &DataDir, archives: &[PathBuf]) -> Result<()> {
+    let mut import = Command::new(exe);
+    import
+        .arg("--data")
+        .arg(&data.root)
+        .args(["import", "--quiet"]);
+    for archive in archives {
+        import.arg(archive);
+    }
+    let out = import.output().context("cannot run regolith import")?;
+    if !out.status.success() {
+        bail!(
+            "node1 could not import the chain: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    Ok(())
+}
+
+/// When the devnet has reached what it shows, and whether it then exits.
+#[derive(Clone, Copy)]
+enum Goal {
+    /// The imported chain: every node at node1's height.
+    Fixture { exit: bool },
+    /// A live chain: every node at `stop_at` (or, without it, level with node1 at some instant).
+    Live { stop_at: Option<u32>, exit: bool },
+}
+
+impl Goal {
+    /// Whether `heights` (node1 first) reach the goal, and whether that is worth a line.
+    fn reached(self, heights: &[Option<u64>]) -> (bool, bool) {
+        let top = heights[0];
+        let level = top.is_some() && heights.iter().all(|h| *h == top);
+        match self {
+            Self::Fixture { .. } => (level, true),
+            Self::Live {
+                stop_at: Some(stop_at),
+                ..
+            } => (level && top == Some(u64::from(stop_at)), true),
+            Self::Live {
+                stop_at: None,
+                exit,
+            } => (level, exit),
+        }
+    }
+
+    fn exits(self) -> bool {
+        match self {
+            Self::Fixture { exit } | Self::Live { exit, .. } => exit,
+        }
+    }
+}
+
+/// Prints the heights every 2 s until a signal (or, when the goal says so, until it is reached).
+async fn watch(members: &mut [Member], shutdown: crate::run::Shutdown, goal: Goal) -> Result<()> {
     let started = Instant::now();
     let stop = shutdown.wait();
     tokio::pin!(stop);
@@ -229,17 +348,17 @@ async fn watch(
             "[{:>4}s] last applied mc block: {line}",
             started.elapsed().as_secs()
         );
-        let top = heights[0];
-        if top.is_some() && heights.iter().all(|h| *h == top) {
-            if !announced {
+        let (reached, worth_a_line) = goal.reached(&heights);
+        if reached {
+            if !announced && worth_a_line {
                 println!(
                     "every node holds the chain: mc block {} after {} s",
-                    top.unwrap_or_default(),
+                    heights[0].unwrap_or_default(),
                     started.elapsed().as_secs()
                 );
                 announced = true;
             }
-            if exit_when_synced {
+            if goal.exits() {
                 return Ok(());
             }
         }

@@ -18,6 +18,7 @@ pub mod import;
 pub mod init;
 pub mod inspect;
 pub mod ledger_cmd;
+pub mod live;
 pub mod metrics_endpoint;
 pub mod p2p;
 pub mod progress;

@@ -1,7 +1,8 @@
 //! `regolith run`: the node's main job. Opens the storage (startup check, archive recovery) and the internal
 //! queue (queue.md §5.4 start procedure, then its GC task), starts tycho-network (QUIC, DHT, overlay service,
 //! peer resolver) with the blockchain public overlay serving blockchain RPC from the storage, exposes
-//! Prometheus metrics, runs block GC on schedule and stays up until SIGINT/SIGTERM.
+//! Prometheus metrics, runs block GC on schedule and stays up until SIGINT/SIGTERM. Blocks come from the sync
+//! (peers), or on a live node (`live.json`, [`crate::live`]) from the node's own generated chain.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -186,6 +187,7 @@ pub async fn run(data: &DataDir) -> Result<()> {
     let shutdown = Shutdown::install()?;
     let node_config = data.load_node_config()?;
     let global = data.load_global_config()?;
+    let live = crate::live::LiveConfig::load(data)?;
     if let Some(address) = node_config.metrics_address {
         crate::metrics_endpoint::install(address).with_context(|| {
             format!(
@@ -237,34 +239,67 @@ pub async fn run(data: &DataDir) -> Result<()> {
     if let Some(address) = node_config.metrics_address {
         say!("  metrics:      http://{address}/metrics");
     }
+    if let Some(live) = &live {
+        say!(
+            "  live chain:   {} ({})",
+            live.describe(),
+            crate::live::LIVE_FILE
+        );
+    }
     say!("Add the peer info to another node's global.json bootstrap_peers to reach it. Press Ctrl-C to stop.");
 
     metrics::gauge!("regolith_sync_last_applied_mc_seqno")
         .set(f64::from(last_mc.map_or(0, |id| id.seqno)));
     let gc = crate::gc::GcTasks::start(&storage);
     let (stop_sync, stop_rx) = tokio::sync::watch::channel(false);
-    let sync = crate::sync::Sync::new(
-        storage.clone(),
-        queue.clone(),
-        rpc_client(&node, &node_config)?,
-        &data.root,
-    )?;
-    let sync_task = tokio::spawn(sync.run(stop_rx));
-    shutdown.wait().await;
+    // A live node makes its own chain (live.json); any other node follows its peers.
+    let mut task = match live {
+        Some(live) => {
+            let producer = crate::live::LiveProducer::new(live, data, &storage, &queue)?;
+            tokio::spawn(producer.run(stop_rx))
+        }
+        None => {
+            let sync = crate::sync::Sync::new(
+                storage.clone(),
+                queue.clone(),
+                rpc_client(&node, &node_config)?,
+                &data.root,
+            )?;
+            tokio::spawn(async move {
+                sync.run(stop_rx).await;
+                Ok(())
+            })
+        }
+    };
+    let ended = tokio::select! {
+        _ = shutdown.wait() => None,
+        ended = &mut task => Some(ended),
+    };
     tracing::info!("shutting down");
-    // The sync finishes the group it is applying: a stop never leaves half a step for the start check.
-    let _ = stop_sync.send(true);
-    if tokio::time::timeout(Duration::from_secs(30), sync_task)
-        .await
-        .is_err()
-    {
-        tracing::warn!("the sync did not stop in 30 s");
-    }
+    let outcome = match ended {
+        // The live chain failed (its replay, or a block the pipeline refused): the node stops with its error.
+        Some(ended) => ended
+            .map_err(|e| anyhow::anyhow!("the block task ended: {e}"))
+            .and_then(|r| r),
+        None => {
+            // The sync (or the live chain) finishes the group it is applying: a stop never leaves half a
+            // step for the start check.
+            let _ = stop_sync.send(true);
+            match tokio::time::timeout(Duration::from_secs(30), task).await {
+                Ok(Ok(result)) => result,
+                Ok(Err(e)) => Err(anyhow::anyhow!("the block task ended: {e}")),
+                Err(_) => {
+                    tracing::warn!("the block task did not stop in 30 s");
+                    Ok(())
+                }
+            }
+        }
+    };
     gc.stop().await;
     node.shutdown().await;
     queue.stop_gc();
     storage.archives().wait_for_archive_commit().await;
-    Ok(())
+    outcome
 }
 
 /// SIGINT and SIGTERM, installed before the node reports that it runs.

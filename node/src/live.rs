@@ -1,0 +1,383 @@
+//! The live chain (issue #19 point 4): a node whose data directory holds `live.json` extends its generated
+//! chain while it runs. Each `block_interval` it makes the next mc block with its shard blocks (the
+//! generator's step API, regolith-chain) and hands the group to the apply pipeline, exactly as sync hands a
+//! downloaded one: proofs verified, queue diffs applied, archives written, the block served over RPC. Other
+//! nodes follow it through their normal sync.
+//!
+//! The generator's state is not stored: everything is derived from the options and the seed, so at every
+//! start it is rebuilt by replaying the chain from the zerostate up to the last applied mc block, and the
+//! replayed block must be the stored one (its id covers every block before it). A crash between two blocks
+//! therefore loses nothing: the next start replays to whatever the apply made durable.
+//!
+//! The data directory holds:
+//! - `live.json` (mode 0600: the seed derives every validator key): the chain's options, the block
+//!   interval and the last mc block to make (`stop_at`, none: run on);
+//! - `live-base-zerostate.boc`: the zerostate whose config the generated zerostate uses.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use bytes::Bytes;
+use regolith_chain::archive::ArchivedBlock;
+use regolith_chain::{ChainError, ChainOptions, Generator};
+use regolith_formats::CheckedBlock;
+use regolith_storage::Storage;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::apply::{ApplyError, Group, ImportOptions, Pipeline, Source};
+use crate::config::{parse_json, write_atomically, write_secret_json, DataDir, UnknownFields};
+use crate::progress::Progress;
+use crate::queue_sync::NodeQueue;
+
+/// `<data>/live.json`.
+pub const LIVE_FILE: &str = "live.json";
+/// `<data>/live-base-zerostate.boc`.
+pub const BASE_ZEROSTATE_FILE: &str = "live-base-zerostate.boc";
+/// How often the replay logs its progress.
+const REPLAY_LOG_INTERVAL: Duration = Duration::from_secs(2);
+/// A produced block is logged at info level every this many mc blocks (the others at debug level).
+const LOG_EVERY: u32 = 10;
+
+/// The options that make the chain: fixed for a data directory (another value makes another chain).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveChain {
+    /// The seed of every key, account and message.
+    pub seed: u64,
+    /// Shards of workchain 0 (1, 2, 4 or 8).
+    pub shards: u8,
+    /// Internal messages per shard block.
+    pub messages: u32,
+    /// Body bytes per message.
+    pub message_bytes: u32,
+    /// Every K-th mc block is a key block.
+    pub key_block_every: u32,
+    /// Validators per set.
+    pub validators: u16,
+    /// Every R-th key block installs a new validator set.
+    pub rotate_every: u32,
+    /// Every P-th key block starts a new persistent-state window.
+    pub persistent_every: u32,
+}
+
+impl LiveChain {
+    /// The generator's options. The node writes archives by its own `storage.archives` settings, so the
+    /// generator's archive split (used only by `chain generate`) stays at its default.
+    pub fn options(&self) -> ChainOptions {
+        ChainOptions {
+            mc_blocks: 0,
+            shards: self.shards,
+            messages: self.messages,
+            message_bytes: self.message_bytes,
+            key_block_every: self.key_block_every,
+            validators: self.validators,
+            rotate_every: self.rotate_every,
+            persistent_every: self.persistent_every,
+            mc_blocks_per_archive: ChainOptions::default().mc_blocks_per_archive,
+            seed: self.seed,
+        }
+    }
+
+    /// The shape of `options` (its block count and archive split are not part of it).
+    pub fn of(options: &ChainOptions) -> Self {
+        Self {
+            seed: options.seed,
+            shards: options.shards,
+            messages: options.messages,
+            message_bytes: options.message_bytes,
+            key_block_every: options.key_block_every,
+            validators: options.validators,
+            rotate_every: options.rotate_every,
+            persistent_every: options.persistent_every,
+        }
+    }
+}
+
+/// `live.json`: every field is required and used.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LiveConfig {
+    /// The chain.
+    pub chain: LiveChain,
+    /// One mc block (with its shard blocks) per interval.
+    #[serde(with = "humantime_serde")]
+    pub block_interval: Duration,
+    /// The last mc block to make; `null`: no end.
+    pub stop_at: Option<u32>,
+}
+
+impl LiveConfig {
+    /// `live.json` of `data`, `None` when the node is not live.
+    pub fn load(data: &DataDir) -> Result<Option<Self>> {
+        let path = live_file(data);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let config: Self = parse_json(&text, &path, UnknownFields::Reject)?;
+        config.validate(&path)?;
+        Ok(Some(config))
+    }
+
+    fn validate(&self, path: &Path) -> Result<()> {
+        if self.block_interval.is_zero() {
+            bail!("invalid config {}: `block_interval` is 0", path.display());
+        }
+        self.chain
+            .options()
+            .validate()
+            .with_context(|| format!("invalid config {}: `chain`", path.display()))
+    }
+
+    /// Writes `live.json` (0600) and the base zerostate into `data`. A data directory that holds another
+    /// chain's options or base zerostate is refused: the generator would make another chain than its blocks.
+    pub fn install(&self, data: &DataDir, base_zerostate: &[u8]) -> Result<()> {
+        let path = live_file(data);
+        self.validate(&path)?;
+        if let Some(old) = Self::load(data)? {
+            if old.chain != self.chain {
+                bail!(
+                    "{} was made with other generator options ({}: {:?}, now {:?}); use the same ones or \
+                     another directory",
+                    data.root.display(),
+                    path.display(),
+                    old.chain,
+                    self.chain
+                );
+            }
+        }
+        let base_path = base_file(data);
+        match std::fs::read(&base_path) {
+            Ok(old) if old != base_zerostate => bail!(
+                "{} was made from another base zerostate ({}); use the same one or another directory",
+                data.root.display(),
+                base_path.display()
+            ),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                write_atomically(&base_path, base_zerostate)?;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot read {}", base_path.display()))
+            }
+        }
+        write_secret_json(&path, self)
+    }
+
+    /// One line for the start banner.
+    pub fn describe(&self) -> String {
+        let c = &self.chain;
+        format!(
+            "an mc block every {} (seed {}, {} shard{}, {} messages of {} B per shard block, a key block every {}, \
+             {} validators, a new set every {} key blocks){}",
+            humantime::format_duration(self.block_interval),
+            c.seed,
+            c.shards,
+            if c.shards == 1 { "" } else { "s" },
+            c.messages,
+            c.message_bytes,
+            c.key_block_every,
+            c.validators,
+            c.rotate_every,
+            self.stop_at
+                .map_or_else(String::new, |s| format!(", up to mc block {s}"))
+        )
+    }
+}
+
+fn live_file(data: &DataDir) -> PathBuf {
+    data.root.join(LIVE_FILE)
+}
+
+fn base_file(data: &DataDir) -> PathBuf {
+    data.root.join(BASE_ZEROSTATE_FILE)
+}
+
+/// The producer of a live node.
+pub struct LiveProducer {
+    config: LiveConfig,
+    base_zerostate: Vec<u8>,
+    storage: Storage,
+    pipeline: Pipeline,
+    progress: Progress,
+}
+
+impl LiveProducer {
+    /// The producer of `data` over its opened storage and queue.
+    pub fn new(
+        config: LiveConfig,
+        data: &DataDir,
+        storage: &Storage,
+        queue: &NodeQueue,
+    ) -> Result<Self> {
+        let path = base_file(data);
+        let base_zerostate =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        Ok(Self {
+            config,
+            base_zerostate,
+            storage: storage.clone(),
+            pipeline: Pipeline::new(storage, queue, &ImportOptions::default())?,
+            progress: Progress::new(true),
+        })
+    }
+
+    /// Rebuilds the generator, then makes a block per interval until `stop` turns true. An error ends it: a
+    /// replay that does not give the stored chain, or a block the pipeline refuses.
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<()> {
+        let Some(mut generator) = self.replay(stop.clone()).await? else {
+            return Ok(());
+        };
+        let mut ticker = tokio::time::interval(self.config.block_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut pending: Option<Vec<ArchivedBlock>> = None;
+        let mut said_done = false;
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = stop.changed() => {}
+            }
+            if *stop.borrow() {
+                break;
+            }
+            let last = generator.last_mc_block().seqno;
+            if pending.is_none() && self.config.stop_at.is_some_and(|s| last >= s) {
+                if !said_done {
+                    tracing::info!(
+                        seqno = last,
+                        "the live chain reached stop_at: no more blocks"
+                    );
+                    said_done = true;
+                }
+                continue;
+            }
+            let blocks = match pending.take() {
+                Some(blocks) => blocks,
+                None => {
+                    let (back, group) = tokio::task::spawn_blocking(move || {
+                        let group = generator.next_mc_block();
+                        (generator, group)
+                    })
+                    .await
+                    .map_err(|e| anyhow!("the generator thread ended: {e}"))?;
+                    generator = back;
+                    group.context("generating the next mc block")?.blocks
+                }
+            };
+            match self.apply(&blocks).await {
+                Ok(seqno) => {
+                    metrics::counter!("regolith_live_blocks_total").increment(blocks.len() as u64);
+                    metrics::gauge!("regolith_sync_last_applied_mc_seqno").set(f64::from(seqno));
+                    if seqno % LOG_EVERY == 0 {
+                        tracing::info!(
+                            seqno,
+                            blocks = blocks.len(),
+                            "live chain: mc block applied"
+                        );
+                    } else {
+                        tracing::debug!(
+                            seqno,
+                            blocks = blocks.len(),
+                            "live chain: mc block applied"
+                        );
+                    }
+                }
+                Err(ApplyError::Invalid(e)) => {
+                    return Err(e.context("the apply pipeline refused a generated block"));
+                }
+                Err(ApplyError::Local(e)) => {
+                    // Storage or the queue failed: the same blocks are tried again at the next tick.
+                    tracing::warn!(error = %format!("{e:#}"), "live chain: applying a block failed; retrying");
+                    pending = Some(blocks);
+                }
+            }
+        }
+        tracing::info!("live chain stopped");
+        Ok(())
+    }
+
+    /// Replays the generator to the last applied mc block (`None`: stopped meanwhile).
+    async fn replay(&self, stop: watch::Receiver<bool>) -> Result<Option<Generator>> {
+        let last = self
+            .pipeline
+            .last_applied()
+            .map_err(ApplyError::into_inner)?;
+        let zerostate = self
+            .storage
+            .node_state()
+            .load_zerostate_id()?
+            .context("the data directory has no zerostate id (was it initialised?)")?;
+        let options = self.config.chain.options();
+        let base = self.base_zerostate.clone();
+        let started = Instant::now();
+        if last.seqno > 0 {
+            tracing::info!(
+                to = last.seqno,
+                "replaying the live chain from the zerostate"
+            );
+        }
+        let replayed = tokio::task::spawn_blocking(move || {
+            let mut logged = Instant::now();
+            Generator::resume(options, &base, &zerostate, &last, |seqno| {
+                if logged.elapsed() >= REPLAY_LOG_INTERVAL {
+                    logged = Instant::now();
+                    tracing::info!(done = seqno, total = last.seqno, "replaying the live chain");
+                }
+                if *stop.borrow() {
+                    std::ops::ControlFlow::Break(())
+                } else {
+                    std::ops::ControlFlow::Continue(())
+                }
+            })
+        })
+        .await
+        .map_err(|e| anyhow!("the replay thread ended: {e}"))?;
+        match replayed {
+            Ok(generator) => {
+                if last.seqno > 0 {
+                    tracing::info!(
+                        mc_blocks = last.seqno,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "live chain replayed: the stored tip is the generated one"
+                    );
+                }
+                Ok(Some(generator))
+            }
+            Err(ChainError::Stopped) => Ok(None),
+            Err(e) => Err(anyhow::Error::new(e).context(format!(
+                "cannot resume the live chain of {} ({LIVE_FILE})",
+                self.storage.config().root_dir.display()
+            ))),
+        }
+    }
+
+    /// Checks the generated blocks as any downloaded block is checked and applies them as one group.
+    async fn apply(&mut self, blocks: &[ArchivedBlock]) -> Result<u32, ApplyError> {
+        let mut checked = blocks
+            .iter()
+            .map(|b| {
+                CheckedBlock::check(
+                    &b.id,
+                    Bytes::from(b.data.clone()),
+                    Bytes::from(b.proof.clone()),
+                    Bytes::from(b.queue_diff.clone()),
+                )
+                .with_context(|| format!("generated block {}", b.id))
+            })
+            .collect::<Result<Vec<_>>>()
+            .map_err(ApplyError::Invalid)?;
+        let mc = checked
+            .pop()
+            .filter(|b| b.id().is_masterchain())
+            .ok_or_else(|| {
+                ApplyError::Invalid(anyhow!("a generated group without its mc block"))
+            })?;
+        let group = Group::new(mc, checked);
+        let report = self
+            .pipeline
+            .apply(Source::Groups(vec![group]), "live chain", &self.progress)
+            .await?;
+        Ok(report.last_mc_seqno)
+    }
+}
