@@ -99,6 +99,8 @@ enum Fault {
     BeyondSize,
     /// The blob is not a zstd stream.
     InvalidZstd,
+    /// The blob is a zstd frame cut short, announced with its cut size (every size check passes).
+    CutFrame,
     /// getBlockFull is never answered.
     Silent,
 }
@@ -119,6 +121,8 @@ impl TestServer {
             let mut bad = blob.to_vec();
             bad[0] ^= 0xff;
             Bytes::from(bad)
+        } else if fault == Fault::CutFrame {
+            blob.slice(..blob.len() - 7)
         } else {
             blob
         };
@@ -298,6 +302,7 @@ async fn dishonest_peers_are_scored_and_the_healthy_one_serves() {
         Fault::LongChunk,
         Fault::BeyondSize,
         Fault::InvalidZstd,
+        Fault::CutFrame,
     ]
     .into_iter()
     .enumerate()

@@ -181,10 +181,13 @@ where
         limit: limits.max_decompressed,
     };
     let decoder = tokio::task::spawn_blocking(move || -> Result<Decoded<W>, ClientError> {
-        let mut decoder = zstd::stream::write::Decoder::new(limited)
+        // The zio writer, not `write::Decoder`: only its `finish` tells a complete stream from a cut frame.
+        let raw = zstd::stream::raw::Decoder::new()
             .map_err(|e| ClientError::Internal(format!("zstd decoder: {e}")))?;
+        let mut decoder = zstd::stream::zio::Writer::new(limited, raw);
         let mut downloaded = 0u64;
         let mut initial = None;
+        let mut last: Option<QueryHandle> = None;
         while let Some((offset, chunk, handle)) = rx.blocking_recv() {
             let fail = |handle: Option<Handle>, reason: String| {
                 match handle {
@@ -234,26 +237,39 @@ where
                 }
                 return fail(handle, format!("invalid zstd stream or sink: {e}"));
             }
+            // The last chunk is scored once the stream is known to end well.
             match handle {
-                Some(Handle::Chunk(h)) => h.accept(),
+                Some(Handle::Chunk(h)) => {
+                    if let Some(previous) = last.replace(h) {
+                        previous.accept();
+                    }
+                }
                 Some(Handle::Initial(h)) => initial = Some(h),
                 None => {}
             }
             on_progress(downloaded);
         }
-        if let Some(h) = initial.take() {
-            if downloaded == size {
+        if downloaded != size {
+            if let Some(h) = last.take() {
                 h.accept();
             }
-        }
-        if downloaded != size {
             return Ok(Decoded::Short(downloaded));
         }
-        decoder.flush().map_err(|e| {
-            ClientError::InvalidResponse(format!("invalid zstd stream or sink: {e}"))
-        })?;
+        // Every byte announced arrived: the stream must end with a whole frame (a cut one would hand on a
+        // decoded prefix as if it were the object). The answer that ended it is the one to blame.
+        if let Err(e) = decoder.finish() {
+            if let Some(h) = last.take().or_else(|| initial.take()) {
+                h.reject();
+            }
+            return Err(ClientError::InvalidResponse(format!(
+                "invalid zstd stream or sink: {e}"
+            )));
+        }
+        for h in [initial.take(), last.take()].into_iter().flatten() {
+            h.accept();
+        }
         Ok(Decoded::Complete(Downloaded {
-            sink: decoder.into_inner().inner,
+            sink: decoder.into_inner().0.inner,
             compressed_tee,
         }))
     });
