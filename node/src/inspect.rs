@@ -175,6 +175,7 @@ pub fn summary(storage: &Storage) -> Result<Value> {
     let peers_file = storage.config().root_dir.join(crate::run::PEERS_FILE);
     let book = regolith_rpc::client::PeerBook::open(&peers_file, &Default::default())?;
     let now = regolith_rpc::network::now_sec();
+    let bans = book.bans();
     Ok(json!({
         "blocks_total": total,
         "blocks_per_shard": per_shard.iter().map(|(shard, (n, min, max))| {
@@ -189,8 +190,8 @@ pub fn summary(storage: &Storage) -> Result<Value> {
         "archive_recovery": stats.archives,
         "persistent_states": stats.states,
         "peers": {
-            "banned_now": book.bans().iter().filter(|(_, b)| b.until > now).count(),
-            "bans_remembered": book.bans().len(),
+            "banned_now": bans.iter().filter(|(_, b)| b.until > now).count(),
+            "bans_remembered": bans.len(),
             "recent_neighbours": book.recent().len(),
         },
     }))
