@@ -232,13 +232,13 @@ impl BlockchainRpcService {
 impl Inner {
     async fn dispatch(&self, request: RpcRequest) -> Answer {
         match request {
-            RpcRequest::Ping => Answer::Pong,
+            RpcRequest::Ping(_) => Answer::Pong,
             RpcRequest::GetNextKeyBlockIds(r) => self.next_key_block_ids(r).await,
             RpcRequest::GetBlockFull(r) => self.block_full(&r.block_id).await,
             RpcRequest::GetNextBlockFull(r) => self.next_block_full(&r.prev_block_id).await,
             RpcRequest::GetBlockDataChunk(r) => self.block_data_chunk(r).await,
             RpcRequest::GetKeyBlockProof(r) => self.key_block_proof(&r.block_id).await,
-            RpcRequest::GetZerostateProof => match self.storage.zerostate_proof().await {
+            RpcRequest::GetZerostateProof(_) => match self.storage.zerostate_proof().await {
                 Ok(Some(proof)) => ok(proto::ZerostateProof::Found { proof }),
                 Ok(None) => ok(proto::ZerostateProof::NotFound),
                 Err(e) => internal("getZerostateProof", e),

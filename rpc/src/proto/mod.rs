@@ -23,7 +23,7 @@ pub mod ids {
     /// `overlay.prefix`, added and stripped by tycho-network.
     pub const OVERLAY_PREFIX: u32 = 0x5ff1d768;
     /// `overlay.ping`.
-    pub const PING: u32 = 0x6d81c833;
+    pub const PING: u32 = super::Ping::TL_ID;
     /// `overlay.pong`.
     pub const PONG: u32 = 0x67700804;
     /// `overlay.response.ok`.
@@ -70,33 +70,37 @@ pub mod ids {
     pub const BROADCAST_MESSAGE: u32 = 0xe74485b6;
 
     /// `blockchain.getNextKeyBlockIds`.
-    pub const GET_NEXT_KEY_BLOCK_IDS: u32 = 0x5b17ca62;
+    pub const GET_NEXT_KEY_BLOCK_IDS: u32 = super::rpc::GetNextKeyBlockIds::TL_ID;
     /// `blockchain.getBlockFull`.
-    pub const GET_BLOCK_FULL: u32 = 0x331be15f;
+    pub const GET_BLOCK_FULL: u32 = super::rpc::GetBlockFull::TL_ID;
     /// `blockchain.getNextBlockFull`.
-    pub const GET_NEXT_BLOCK_FULL: u32 = 0xc34ea56d;
+    pub const GET_NEXT_BLOCK_FULL: u32 = super::rpc::GetNextBlockFull::TL_ID;
     /// `blockchain.getBlockDataChunk`.
-    pub const GET_BLOCK_DATA_CHUNK: u32 = 0xaa265efe;
+    pub const GET_BLOCK_DATA_CHUNK: u32 = super::rpc::GetBlockDataChunk::TL_ID;
     /// `blockchain.getKeyBlockProof`.
-    pub const GET_KEY_BLOCK_PROOF: u32 = 0x28ea8f3b;
+    pub const GET_KEY_BLOCK_PROOF: u32 = super::rpc::GetKeyBlockProof::TL_ID;
     /// `blockchain.getZerostateProof`.
-    pub const GET_ZEROSTATE_PROOF: u32 = 0xf326a06b;
+    pub const GET_ZEROSTATE_PROOF: u32 = super::rpc::GetZerostateProof::TL_ID;
     /// `blockchain.getArchiveInfo`.
-    pub const GET_ARCHIVE_INFO: u32 = 0xa4856ada;
+    pub const GET_ARCHIVE_INFO: u32 = super::rpc::GetArchiveInfo::TL_ID;
     /// `blockchain.getArchiveChunk`.
-    pub const GET_ARCHIVE_CHUNK: u32 = 0x6f791e27;
+    pub const GET_ARCHIVE_CHUNK: u32 = super::rpc::GetArchiveChunk::TL_ID;
     /// `blockchain.getPersistentShardStateInfo`.
-    pub const GET_PERSISTENT_SHARD_STATE_INFO: u32 = 0x398752be;
+    pub const GET_PERSISTENT_SHARD_STATE_INFO: u32 = super::rpc::GetPersistentShardStateInfo::TL_ID;
     /// `blockchain.getPersistentQueueStateInfo`.
-    pub const GET_PERSISTENT_QUEUE_STATE_INFO: u32 = 0xe36180cc;
+    pub const GET_PERSISTENT_QUEUE_STATE_INFO: u32 = super::rpc::GetPersistentQueueStateInfo::TL_ID;
     /// `blockchain.getPersistentShardStateChunk`.
-    pub const GET_PERSISTENT_SHARD_STATE_CHUNK: u32 = 0x9f85ddda;
+    pub const GET_PERSISTENT_SHARD_STATE_CHUNK: u32 =
+        super::rpc::GetPersistentShardStateChunk::TL_ID;
     /// `blockchain.getPersistentShardStateRootChunk`.
-    pub const GET_PERSISTENT_SHARD_STATE_ROOT_CHUNK: u32 = 0x2e4301fe;
+    pub const GET_PERSISTENT_SHARD_STATE_ROOT_CHUNK: u32 =
+        super::rpc::GetPersistentShardStateRootChunk::TL_ID;
     /// `blockchain.getPersistentShardStatePartChunk`.
-    pub const GET_PERSISTENT_SHARD_STATE_PART_CHUNK: u32 = 0x65a1bf0b;
+    pub const GET_PERSISTENT_SHARD_STATE_PART_CHUNK: u32 =
+        super::rpc::GetPersistentShardStatePartChunk::TL_ID;
     /// `blockchain.getPersistentQueueStateChunk`.
-    pub const GET_PERSISTENT_QUEUE_STATE_CHUNK: u32 = 0x26f5620a;
+    pub const GET_PERSISTENT_QUEUE_STATE_CHUNK: u32 =
+        super::rpc::GetPersistentQueueStateChunk::TL_ID;
 }
 
 /// The fixed block-data chunk size (§2.7): 1 MiB.
@@ -491,171 +495,118 @@ pub mod rpc {
     }
 }
 
-/// A decoded request body (dispatch on the first u32, §3.1).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RpcRequest {
-    /// `overlay.ping`.
-    Ping,
-    /// `getNextKeyBlockIds`.
-    GetNextKeyBlockIds(rpc::GetNextKeyBlockIds),
-    /// `getBlockFull`.
-    GetBlockFull(rpc::GetBlockFull),
-    /// `getNextBlockFull`.
-    GetNextBlockFull(rpc::GetNextBlockFull),
-    /// `getBlockDataChunk`.
-    GetBlockDataChunk(rpc::GetBlockDataChunk),
-    /// `getKeyBlockProof`.
-    GetKeyBlockProof(rpc::GetKeyBlockProof),
-    /// `getZerostateProof`.
-    GetZerostateProof,
-    /// `getArchiveInfo`.
-    GetArchiveInfo(rpc::GetArchiveInfo),
-    /// `getArchiveChunk`.
-    GetArchiveChunk(rpc::GetArchiveChunk),
-    /// `getPersistentShardStateInfo`.
-    GetPersistentShardStateInfo(rpc::GetPersistentShardStateInfo),
-    /// `getPersistentQueueStateInfo`.
-    GetPersistentQueueStateInfo(rpc::GetPersistentQueueStateInfo),
-    /// `getPersistentShardStateChunk`.
-    GetPersistentShardStateChunk(rpc::GetPersistentShardStateChunk),
-    /// `getPersistentShardStateRootChunk`.
-    GetPersistentShardStateRootChunk(rpc::GetPersistentShardStateRootChunk),
-    /// `getPersistentShardStatePartChunk`.
-    GetPersistentShardStatePartChunk(rpc::GetPersistentShardStatePartChunk),
-    /// `getPersistentQueueStateChunk`.
-    GetPersistentQueueStateChunk(rpc::GetPersistentQueueStateChunk),
+/// Declares the request methods once: for each, its variant name, its request type (whose boxed TL id is
+/// the method's id), its metrics label and its §6.2 rate-limit class. [`RpcRequest`], [`Method`] with
+/// `from_id`, `name`, `is_heavy` and [`RpcRequest::decode`] all follow from this one table.
+macro_rules! rpc_methods {
+    ($($(#[$doc:meta])* $variant:ident($request:ty) = $name:literal, $class:ident;)*) => {
+        /// A decoded request body (dispatch on the first u32, §3.1).
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum RpcRequest {
+            $($(#[$doc])* $variant($request),)*
+        }
+
+        /// The request methods, for metrics labels and rate-limit classes.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Method {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Method {
+            /// Every method, in declaration order.
+            pub const ALL: &'static [Method] = &[$(Self::$variant,)*];
+
+            /// The method a constructor id names, if any.
+            pub fn from_id(id: u32) -> Option<Self> {
+                $(if id == <$request>::TL_ID {
+                    return Some(Self::$variant);
+                })*
+                None
+            }
+
+            /// The boxed TL id of the method's request.
+            pub fn id(self) -> u32 {
+                match self {
+                    $(Self::$variant => <$request>::TL_ID,)*
+                }
+            }
+
+            /// A stable label for metrics.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+
+            /// Whether the §6.2 policy charges the method to the heavy class (otherwise light).
+            pub fn is_heavy(self) -> bool {
+                match self {
+                    $(Self::$variant => rpc_methods!(@heavy $class),)*
+                }
+            }
+        }
+
+        impl RpcRequest {
+            /// Decodes a body; trailing bytes are accepted (§2.1), anything undecodable is an error.
+            pub fn decode(body: &[u8]) -> TlResult<Self> {
+                let method = Method::of_body(body).ok_or(TlError::UnknownConstructor)?;
+                let mut packet = body;
+                Ok(match method {
+                    $(Method::$variant => Self::$variant(<$request>::read_from(&mut packet)?),)*
+                })
+            }
+
+            /// The method of the request.
+            pub fn method(&self) -> Method {
+                match self {
+                    $(Self::$variant(_) => Method::$variant,)*
+                }
+            }
+        }
+    };
+    (@heavy heavy) => { true };
+    (@heavy light) => { false };
 }
 
-/// The request methods, for metrics labels and rate-limit classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Method {
+rpc_methods! {
     /// `overlay.ping`.
-    Ping,
+    Ping(Ping) = "ping", light;
     /// `getNextKeyBlockIds`.
-    GetNextKeyBlockIds,
+    GetNextKeyBlockIds(rpc::GetNextKeyBlockIds) = "getNextKeyBlockIds", heavy;
     /// `getBlockFull`.
-    GetBlockFull,
+    GetBlockFull(rpc::GetBlockFull) = "getBlockFull", heavy;
     /// `getNextBlockFull`.
-    GetNextBlockFull,
+    GetNextBlockFull(rpc::GetNextBlockFull) = "getNextBlockFull", heavy;
     /// `getBlockDataChunk`.
-    GetBlockDataChunk,
+    GetBlockDataChunk(rpc::GetBlockDataChunk) = "getBlockDataChunk", light;
     /// `getKeyBlockProof`.
-    GetKeyBlockProof,
+    GetKeyBlockProof(rpc::GetKeyBlockProof) = "getKeyBlockProof", heavy;
     /// `getZerostateProof`.
-    GetZerostateProof,
+    GetZerostateProof(rpc::GetZerostateProof) = "getZerostateProof", heavy;
     /// `getArchiveInfo`.
-    GetArchiveInfo,
+    GetArchiveInfo(rpc::GetArchiveInfo) = "getArchiveInfo", light;
     /// `getArchiveChunk`.
-    GetArchiveChunk,
+    GetArchiveChunk(rpc::GetArchiveChunk) = "getArchiveChunk", light;
     /// `getPersistentShardStateInfo`.
-    GetPersistentShardStateInfo,
+    GetPersistentShardStateInfo(rpc::GetPersistentShardStateInfo) = "getPersistentShardStateInfo", light;
     /// `getPersistentQueueStateInfo`.
-    GetPersistentQueueStateInfo,
+    GetPersistentQueueStateInfo(rpc::GetPersistentQueueStateInfo) = "getPersistentQueueStateInfo", light;
     /// `getPersistentShardStateChunk`.
-    GetPersistentShardStateChunk,
+    GetPersistentShardStateChunk(rpc::GetPersistentShardStateChunk) = "getPersistentShardStateChunk", heavy;
     /// `getPersistentShardStateRootChunk`.
-    GetPersistentShardStateRootChunk,
+    GetPersistentShardStateRootChunk(rpc::GetPersistentShardStateRootChunk) =
+        "getPersistentShardStateRootChunk", heavy;
     /// `getPersistentShardStatePartChunk`.
-    GetPersistentShardStatePartChunk,
+    GetPersistentShardStatePartChunk(rpc::GetPersistentShardStatePartChunk) =
+        "getPersistentShardStatePartChunk", heavy;
     /// `getPersistentQueueStateChunk`.
-    GetPersistentQueueStateChunk,
+    GetPersistentQueueStateChunk(rpc::GetPersistentQueueStateChunk) = "getPersistentQueueStateChunk", heavy;
 }
 
 impl Method {
-    /// The method a constructor id names, if any.
-    pub fn from_id(id: u32) -> Option<Self> {
-        Some(match id {
-            ids::PING => Self::Ping,
-            ids::GET_NEXT_KEY_BLOCK_IDS => Self::GetNextKeyBlockIds,
-            ids::GET_BLOCK_FULL => Self::GetBlockFull,
-            ids::GET_NEXT_BLOCK_FULL => Self::GetNextBlockFull,
-            ids::GET_BLOCK_DATA_CHUNK => Self::GetBlockDataChunk,
-            ids::GET_KEY_BLOCK_PROOF => Self::GetKeyBlockProof,
-            ids::GET_ZEROSTATE_PROOF => Self::GetZerostateProof,
-            ids::GET_ARCHIVE_INFO => Self::GetArchiveInfo,
-            ids::GET_ARCHIVE_CHUNK => Self::GetArchiveChunk,
-            ids::GET_PERSISTENT_SHARD_STATE_INFO => Self::GetPersistentShardStateInfo,
-            ids::GET_PERSISTENT_QUEUE_STATE_INFO => Self::GetPersistentQueueStateInfo,
-            ids::GET_PERSISTENT_SHARD_STATE_CHUNK => Self::GetPersistentShardStateChunk,
-            ids::GET_PERSISTENT_SHARD_STATE_ROOT_CHUNK => Self::GetPersistentShardStateRootChunk,
-            ids::GET_PERSISTENT_SHARD_STATE_PART_CHUNK => Self::GetPersistentShardStatePartChunk,
-            ids::GET_PERSISTENT_QUEUE_STATE_CHUNK => Self::GetPersistentQueueStateChunk,
-            _ => return None,
-        })
-    }
-
     /// The method of a body, from its first u32.
     pub fn of_body(body: &[u8]) -> Option<Self> {
         let id = u32::from_le_bytes(body.get(..4)?.try_into().ok()?);
         Self::from_id(id)
-    }
-
-    /// A stable label for metrics.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Ping => "ping",
-            Self::GetNextKeyBlockIds => "getNextKeyBlockIds",
-            Self::GetBlockFull => "getBlockFull",
-            Self::GetNextBlockFull => "getNextBlockFull",
-            Self::GetBlockDataChunk => "getBlockDataChunk",
-            Self::GetKeyBlockProof => "getKeyBlockProof",
-            Self::GetZerostateProof => "getZerostateProof",
-            Self::GetArchiveInfo => "getArchiveInfo",
-            Self::GetArchiveChunk => "getArchiveChunk",
-            Self::GetPersistentShardStateInfo => "getPersistentShardStateInfo",
-            Self::GetPersistentQueueStateInfo => "getPersistentQueueStateInfo",
-            Self::GetPersistentShardStateChunk => "getPersistentShardStateChunk",
-            Self::GetPersistentShardStateRootChunk => "getPersistentShardStateRootChunk",
-            Self::GetPersistentShardStatePartChunk => "getPersistentShardStatePartChunk",
-            Self::GetPersistentQueueStateChunk => "getPersistentQueueStateChunk",
-        }
-    }
-
-    /// Whether the §6.2 policy charges the method to the heavy class (otherwise light).
-    pub fn is_heavy(self) -> bool {
-        matches!(
-            self,
-            Self::GetNextKeyBlockIds
-                | Self::GetBlockFull
-                | Self::GetNextBlockFull
-                | Self::GetKeyBlockProof
-                | Self::GetZerostateProof
-                | Self::GetPersistentShardStateChunk
-                | Self::GetPersistentShardStateRootChunk
-                | Self::GetPersistentShardStatePartChunk
-                | Self::GetPersistentQueueStateChunk
-        )
-    }
-}
-
-impl RpcRequest {
-    /// Decodes a body; trailing bytes are accepted (§2.1), anything undecodable is an error.
-    pub fn decode(body: &[u8]) -> TlResult<Self> {
-        fn de<'a, T: TlRead<'a>>(body: &'a [u8]) -> TlResult<T> {
-            let mut packet = body;
-            T::read_from(&mut packet)
-        }
-        let method = Method::of_body(body).ok_or(TlError::UnknownConstructor)?;
-        Ok(match method {
-            Method::Ping => Self::Ping,
-            Method::GetNextKeyBlockIds => Self::GetNextKeyBlockIds(de(body)?),
-            Method::GetBlockFull => Self::GetBlockFull(de(body)?),
-            Method::GetNextBlockFull => Self::GetNextBlockFull(de(body)?),
-            Method::GetBlockDataChunk => Self::GetBlockDataChunk(de(body)?),
-            Method::GetKeyBlockProof => Self::GetKeyBlockProof(de(body)?),
-            Method::GetZerostateProof => Self::GetZerostateProof,
-            Method::GetArchiveInfo => Self::GetArchiveInfo(de(body)?),
-            Method::GetArchiveChunk => Self::GetArchiveChunk(de(body)?),
-            Method::GetPersistentShardStateInfo => Self::GetPersistentShardStateInfo(de(body)?),
-            Method::GetPersistentQueueStateInfo => Self::GetPersistentQueueStateInfo(de(body)?),
-            Method::GetPersistentShardStateChunk => Self::GetPersistentShardStateChunk(de(body)?),
-            Method::GetPersistentShardStateRootChunk => {
-                Self::GetPersistentShardStateRootChunk(de(body)?)
-            }
-            Method::GetPersistentShardStatePartChunk => {
-                Self::GetPersistentShardStatePartChunk(de(body)?)
-            }
-            Method::GetPersistentQueueStateChunk => Self::GetPersistentQueueStateChunk(de(body)?),
-        })
     }
 }

@@ -149,6 +149,50 @@ fn ids_match_schema_lines() {
     assert!(SCHEMA.contains("chunk_size:long = blockchain.ArchiveInfo"));
 }
 
+/// The method table covers every request of the schema (its functions and `overlay.ping`), each once, with
+/// the id of its schema line, a unique label, and a body that decodes to the method it names.
+#[test]
+fn method_table_is_the_schemas_requests() {
+    let functions = SCHEMA.split("---functions---").nth(1).unwrap();
+    let mut requests: Vec<(String, u32)> = functions
+        .lines()
+        .map(normalised)
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            (
+                l.split_whitespace().next().unwrap().to_string(),
+                crc32(l.as_bytes()),
+            )
+        })
+        .collect();
+    let ping = SCHEMA
+        .lines()
+        .find(|l| l.starts_with("overlay.ping"))
+        .unwrap();
+    requests.push(("overlay.ping".into(), crc32(normalised(ping).as_bytes())));
+    assert_eq!(
+        Method::ALL.len(),
+        requests.len(),
+        "one method per schema request"
+    );
+    let mut labels = std::collections::HashSet::new();
+    for (name, id) in &requests {
+        let method = Method::from_id(*id).unwrap_or_else(|| panic!("{name} has no method"));
+        assert_eq!(method.id(), *id, "{name}");
+        assert!(
+            labels.insert(method.name()),
+            "label {} twice",
+            method.name()
+        );
+        let short = name.rsplit('.').next().unwrap();
+        assert_eq!(method.name(), short, "{name}: label");
+    }
+    assert!(
+        Method::from_id(ids::PONG).is_none(),
+        "an answer is not a method"
+    );
+}
+
 #[test]
 fn ping_pong_and_overlay_id() {
     assert_eq!(ser(Ping), hex("33c8816d"));
@@ -365,7 +409,7 @@ fn function_lengths_and_roundtrips() {
     assert_eq!(part.len(), 100);
 
     let requests = [
-        (ser(Ping), RpcRequest::Ping),
+        (ser(Ping), RpcRequest::Ping(Ping)),
         (
             keys,
             RpcRequest::GetNextKeyBlockIds(rpc::GetNextKeyBlockIds {
@@ -392,7 +436,10 @@ fn function_lengths_and_roundtrips() {
             ser(rpc::GetKeyBlockProof { block_id: id }),
             RpcRequest::GetKeyBlockProof(rpc::GetKeyBlockProof { block_id: id }),
         ),
-        (ser(rpc::GetZerostateProof), RpcRequest::GetZerostateProof),
+        (
+            ser(rpc::GetZerostateProof),
+            RpcRequest::GetZerostateProof(rpc::GetZerostateProof),
+        ),
         (
             ser(rpc::GetPersistentShardStateInfo { block_id: id }),
             RpcRequest::GetPersistentShardStateInfo(rpc::GetPersistentShardStateInfo {
