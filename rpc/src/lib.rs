@@ -27,7 +27,7 @@ pub use providers::{
 };
 pub use rate_limit::RpcRateLimitPolicy;
 pub use service::BlockchainRpcService;
-pub use view::{BlockStorageView, HandleFlags};
+pub use view::{BlockFullParts, BlockStorageView, HandleFlags};
 
 /// The name of the blockchain public overlay (metrics label).
 pub const OVERLAY_NAME: &str = "blockchain_rpc";

@@ -313,50 +313,29 @@ impl Inner {
     }
 
     async fn block_full(&self, id: &BlockId) -> Answer {
-        match self.storage.handle(id).await {
-            Ok(Some(flags)) if flags.has_all_parts() => {}
+        let parts = match self
+            .storage
+            .block_full(id, u64::from(BLOCK_CHUNK_SIZE))
+            .await
+        {
+            Ok(Some(parts)) if parts.size > 0 => parts,
             Ok(_) => return ok(proto::BlockFull::NotFound),
             Err(e) => return internal("getBlockFull", e),
-        }
-        let chunk = u64::from(BLOCK_CHUNK_SIZE);
-        let piece = match self.storage.block_data_range(id, 0, chunk).await {
-            Ok(Some(piece)) => piece,
-            Ok(None) => return ok(proto::BlockFull::NotFound),
-            Err(e) => return internal("getBlockFull", e),
         };
-        let size = if (piece.len() as u64) < chunk {
-            piece.len() as u64
-        } else {
-            match self.storage.block_data_size(id).await {
-                Ok(Some(size)) => size,
-                Ok(None) => return ok(proto::BlockFull::NotFound),
-                Err(e) => return internal("getBlockFull", e),
-            }
-        };
-        if size == 0 {
-            return ok(proto::BlockFull::NotFound);
-        }
-        let Ok(size) = u32::try_from(size) else {
-            tracing::warn!(block = %id, size, "compressed block does not fit the u32 size field");
+        let Ok(size) = u32::try_from(parts.size) else {
+            tracing::warn!(block = %id, size = parts.size, "compressed block does not fit the u32 size field");
             return Answer::Err(ERR_INTERNAL);
-        };
-        let (proof, queue_diff) =
-            futures_util::join!(self.storage.proof(id), self.storage.queue_diff(id));
-        let (proof, queue_diff) = match (proof, queue_diff) {
-            (Ok(Some(proof)), Ok(Some(diff))) => (proof, diff),
-            (Ok(_), Ok(_)) => return ok(proto::BlockFull::NotFound),
-            (Err(e), _) | (_, Err(e)) => return internal("getBlockFull", e),
         };
         metrics::counter!("regolith_rpc_blocks_served_total").increment(1);
         ok(proto::BlockFull::Found {
             block_id: *id,
             block: proto::BlockData {
-                data: piece,
+                data: parts.first_chunk,
                 size,
                 chunk_size: BLOCK_CHUNK_SIZE,
             },
-            proof,
-            queue_diff,
+            proof: parts.proof,
+            queue_diff: parts.queue_diff,
         })
     }
 

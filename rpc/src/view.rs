@@ -30,9 +30,52 @@ impl HandleFlags {
     }
 }
 
+/// What getBlockFull serves of one block (§3.5): every part stored, read through one handle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockFullParts {
+    /// The first bytes of the compressed block blob, at most the asked chunk.
+    pub first_chunk: Bytes,
+    /// The size of the whole compressed blob.
+    pub size: u64,
+    /// The raw proof.
+    pub proof: Bytes,
+    /// The raw queue diff.
+    pub queue_diff: Bytes,
+}
+
 /// Read-only access to blocks (§3.2).
 #[async_trait]
 pub trait BlockStorageView: Send + Sync + 'static {
+    /// Everything getBlockFull serves of a block, the blob up to `chunk` bytes; `None` unless every part is
+    /// stored and the block is not removed. The default composes the methods below; a storage overrides it
+    /// to load the handle once.
+    async fn block_full(&self, id: &BlockId, chunk: u64) -> ProviderResult<Option<BlockFullParts>> {
+        match self.handle(id).await? {
+            Some(flags) if flags.has_all_parts() => {}
+            _ => return Ok(None),
+        }
+        let Some(first_chunk) = self.block_data_range(id, 0, chunk).await? else {
+            return Ok(None);
+        };
+        let size = if (first_chunk.len() as u64) < chunk {
+            first_chunk.len() as u64
+        } else {
+            match self.block_data_size(id).await? {
+                Some(size) => size,
+                None => return Ok(None),
+            }
+        };
+        let (proof, queue_diff) = futures_util::join!(self.proof(id), self.queue_diff(id));
+        Ok(match (proof?, queue_diff?) {
+            (Some(proof), Some(queue_diff)) => Some(BlockFullParts {
+                first_chunk,
+                size,
+                proof,
+                queue_diff,
+            }),
+            _ => None,
+        })
+    }
     /// The handle flags, `None` without a handle.
     async fn handle(&self, id: &BlockId) -> ProviderResult<Option<HandleFlags>>;
     /// Bytes `[offset, offset + len)` of the compressed block blob (shorter at the end, empty past it).
@@ -58,6 +101,9 @@ pub trait BlockStorageView: Send + Sync + 'static {
 
 #[async_trait]
 impl<T: BlockStorageView + ?Sized> BlockStorageView for std::sync::Arc<T> {
+    async fn block_full(&self, id: &BlockId, chunk: u64) -> ProviderResult<Option<BlockFullParts>> {
+        (**self).block_full(id, chunk).await
+    }
     async fn handle(&self, id: &BlockId) -> ProviderResult<Option<HandleFlags>> {
         (**self).handle(id).await
     }
@@ -91,6 +137,39 @@ impl<T: BlockStorageView + ?Sized> BlockStorageView for std::sync::Arc<T> {
 
 #[async_trait]
 impl BlockStorageView for Storage {
+    async fn block_full(&self, id: &BlockId, chunk: u64) -> ProviderResult<Option<BlockFullParts>> {
+        let Some(handle) = self.handles().load_handle(id)? else {
+            return Ok(None);
+        };
+        if !(handle.has_data() && handle.has_proof() && handle.has_queue_diff())
+            || handle.is_removed()
+        {
+            return Ok(None);
+        }
+        let components = self.components();
+        let Some(first_chunk) = components.load_block_data_range(&handle, 0, chunk)? else {
+            return Ok(None);
+        };
+        let size = if (first_chunk.len() as u64) < chunk {
+            first_chunk.len() as u64
+        } else {
+            match components.get_compressed_block_data_size(&handle)? {
+                Some(size) => size,
+                None => return Ok(None),
+            }
+        };
+        let (proof, queue_diff) = futures_util::join!(
+            components.load_block_proof_raw(&handle),
+            components.load_queue_diff_raw(&handle)
+        );
+        Ok(Some(BlockFullParts {
+            first_chunk,
+            size,
+            proof: Bytes::from(proof?),
+            queue_diff: Bytes::from(queue_diff?),
+        }))
+    }
+
     async fn handle(&self, id: &BlockId) -> ProviderResult<Option<HandleFlags>> {
         Ok(self.handles().load_handle(id)?.map(|h| HandleFlags {
             has_data: h.has_data(),
