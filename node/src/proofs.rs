@@ -2,14 +2,42 @@
 //! previous key block proofs it needs, taken from blocks verified earlier or from storage.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use anyhow::{bail, Context, Result};
+use parking_lot::Mutex;
 use regolith_formats::{BlockId, ParsedProof, ProofChecker, Proven, ZerostateConfig};
 use regolith_storage::{BlockHandle, Storage};
 use serde_json::{json, Value};
+use tycho_types::cell::HashBytes;
 
-/// Reads `<data>/states/zerostate.boc` (written by `init`) and checks it is the zerostate of the storage.
+/// How many times this process has parsed a zerostate for a proof checker (each zerostate once: see
+/// [`load_checker`]).
+static ZEROSTATE_PARSES: AtomicUsize = AtomicUsize::new(0);
+
+/// The zerostates this process has parsed, by file hash: a zerostate is read, hashed and parsed once per
+/// process, however many pipelines, syncs and inspections ask for a checker of its chain. Each checker keeps
+/// its own cache of validator subsets (they come from the key blocks its caller verified).
+static ZEROSTATES: OnceLock<Mutex<HashMap<HashBytes, ZerostateConfig>>> = OnceLock::new();
+
+/// How many zerostates this process has parsed for proof checkers.
+pub fn zerostate_parses() -> usize {
+    ZEROSTATE_PARSES.load(Ordering::Relaxed)
+}
+
+/// A proof checker of the storage's chain. The first call for a zerostate reads `<data>/states/zerostate.boc`
+/// (written by `init`), checks it is the zerostate of the storage (its file hash) and parses it; later calls
+/// for the same zerostate start from that parse.
 pub fn load_checker(storage: &Storage) -> Result<ProofChecker> {
+    let expected = storage
+        .node_state()
+        .load_zerostate_id()?
+        .context("the data directory has no zerostate id (was it initialised?)")?;
+    let zerostates = ZEROSTATES.get_or_init(Mutex::default);
+    if let Some(zerostate) = zerostates.lock().get(&expected.file_hash) {
+        return Ok(ProofChecker::new(zerostate.clone()));
+    }
     let path = storage
         .config()
         .root_dir
@@ -21,10 +49,6 @@ pub fn load_checker(storage: &Storage) -> Result<ProofChecker> {
             path.display()
         )
     })?;
-    let expected = storage
-        .node_state()
-        .load_zerostate_id()?
-        .context("the data directory has no zerostate id (was it initialised?)")?;
     let file_hash = regolith_storage::parsed::file_hash(&raw);
     if file_hash != expected.file_hash {
         bail!(
@@ -34,6 +58,10 @@ pub fn load_checker(storage: &Storage) -> Result<ProofChecker> {
     }
     let zerostate =
         ZerostateConfig::from_boc(&raw).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    ZEROSTATE_PARSES.fetch_add(1, Ordering::Relaxed);
+    zerostates
+        .lock()
+        .insert(expected.file_hash, zerostate.clone());
     Ok(ProofChecker::new(zerostate))
 }
 
@@ -45,7 +73,7 @@ pub struct ProofVerifier {
 }
 
 impl ProofVerifier {
-    /// A verifier of blocks that go into (or are in) `storage`: reads and parses the zerostate once.
+    /// A verifier of blocks that go into (or are in) `storage`, from the process's parse of its zerostate.
     pub fn new(storage: &Storage) -> Result<Self> {
         Ok(Self {
             storage: storage.clone(),
