@@ -217,6 +217,27 @@ pub async fn run_victim(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let seconds = started.elapsed().as_secs_f64();
+    // The scores are a gauge the node refreshes every `update_metrics_interval`: a forger dropped shortly
+    // before the stop shows at 0 on the next refresh. Wait that long (no more) so that the run reports the
+    // node's end state, not a refresh from before the drop.
+    if forger.log.forged.load(Ordering::Relaxed) > before.1 {
+        let refreshed_by = Instant::now()
+            + regolith_rpc::config::NeighborsConfig::default().update_metrics_interval * 2;
+        let dropped = |page: &str| {
+            metric(
+                page,
+                "regolith_overlay_neighbour_score",
+                Some(&forger_label),
+            )
+            .is_none_or(|score| score <= 0.0)
+        };
+        while !dropped(&page) && Instant::now() < refreshed_by {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Some(text) = crate::devnet::scrape_metrics(metrics_address) {
+                page = text;
+            }
+        }
+    }
     let (_, _, peak_rss_mib) = super::hostile::process_usage(pid)?;
     let scores = |peer: &ForgingPeer| {
         metric(
