@@ -100,7 +100,7 @@ impl FakePeer {
                 Bytes::from(tl_proto::serialize(OverlayResponse::Ok(proto::Data { data })))
             }
             // The bare pong.
-            Ok(RpcRequest::Ping) => Bytes::from_static(&[0x04, 0x08, 0x70, 0x67]),
+            Ok(RpcRequest::Ping(_)) => Bytes::from_static(&[0x04, 0x08, 0x70, 0x67]),
             _ => respond_err(),
         }
     }

@@ -122,13 +122,13 @@ impl Splitter {
 /// Encodes a decoded request again (every request field has a fixed size, so the encoding is canonical).
 pub fn encode_request(request: &RpcRequest) -> Vec<u8> {
     match request {
-        RpcRequest::Ping => tl_proto::serialize(proto::Ping),
+        RpcRequest::Ping(r) => tl_proto::serialize(r),
         RpcRequest::GetNextKeyBlockIds(r) => tl_proto::serialize(r),
         RpcRequest::GetBlockFull(r) => tl_proto::serialize(r),
         RpcRequest::GetNextBlockFull(r) => tl_proto::serialize(r),
         RpcRequest::GetBlockDataChunk(r) => tl_proto::serialize(r),
         RpcRequest::GetKeyBlockProof(r) => tl_proto::serialize(r),
-        RpcRequest::GetZerostateProof => tl_proto::serialize(rpc::GetZerostateProof),
+        RpcRequest::GetZerostateProof(r) => tl_proto::serialize(r),
         RpcRequest::GetArchiveInfo(r) => tl_proto::serialize(r),
         RpcRequest::GetArchiveChunk(r) => tl_proto::serialize(r),
         RpcRequest::GetPersistentShardStateInfo(r) => tl_proto::serialize(r),
