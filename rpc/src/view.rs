@@ -135,15 +135,24 @@ impl<T: BlockStorageView + ?Sized> BlockStorageView for std::sync::Arc<T> {
     }
 }
 
+/// The flags of a stored handle.
+fn flags_of(h: &regolith_storage::BlockHandle) -> HandleFlags {
+    HandleFlags {
+        has_data: h.has_data(),
+        has_proof: h.has_proof(),
+        has_queue_diff: h.has_queue_diff(),
+        has_next1: h.has_next1(),
+        is_removed: h.is_removed(),
+    }
+}
+
 #[async_trait]
 impl BlockStorageView for Storage {
     async fn block_full(&self, id: &BlockId, chunk: u64) -> ProviderResult<Option<BlockFullParts>> {
         let Some(handle) = self.handles().load_handle(id)? else {
             return Ok(None);
         };
-        if !(handle.has_data() && handle.has_proof() && handle.has_queue_diff())
-            || handle.is_removed()
-        {
+        if !flags_of(&handle).has_all_parts() {
             return Ok(None);
         }
         let components = self.components();
@@ -171,13 +180,7 @@ impl BlockStorageView for Storage {
     }
 
     async fn handle(&self, id: &BlockId) -> ProviderResult<Option<HandleFlags>> {
-        Ok(self.handles().load_handle(id)?.map(|h| HandleFlags {
-            has_data: h.has_data(),
-            has_proof: h.has_proof(),
-            has_queue_diff: h.has_queue_diff(),
-            has_next1: h.has_next1(),
-            is_removed: h.is_removed(),
-        }))
+        Ok(self.handles().load_handle(id)?.as_ref().map(flags_of))
     }
 
     async fn block_data_range(

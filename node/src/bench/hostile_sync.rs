@@ -187,6 +187,14 @@ pub async fn run_victim(
     let mut reached = 0u32;
     let mut page = String::new();
     let forger_label = format!("peer=\"{}\"", forger.peer_hex());
+    let dropped = |page: &str| {
+        metric(
+            page,
+            "regolith_overlay_neighbour_score",
+            Some(&forger_label),
+        )
+        .is_none_or(|score| score <= 0.0)
+    };
     loop {
         if let Some(text) = crate::devnet::scrape_metrics(metrics_address) {
             reached = metric(&text, "regolith_sync_last_applied_mc_seqno", None)
@@ -201,12 +209,7 @@ pub async fn run_victim(
         }
         // A node that must stop short of the tip is watched until it has dropped the forger, so that
         // staying there is seen, not assumed.
-        let forger_dropped = metric(
-            &page,
-            "regolith_overlay_neighbour_score",
-            Some(&forger_label),
-        )
-        .is_none_or(|score| score <= 0.0);
+        let forger_dropped = dropped(&page);
         let forged_now = forger.log.forged.load(Ordering::Relaxed) > before.1;
         if reached >= 100 || (reached >= target && forged_now && forger_dropped) {
             break;
@@ -223,14 +226,6 @@ pub async fn run_victim(
     if forger.log.forged.load(Ordering::Relaxed) > before.1 {
         let refreshed_by = Instant::now()
             + regolith_rpc::config::NeighborsConfig::default().update_metrics_interval * 2;
-        let dropped = |page: &str| {
-            metric(
-                page,
-                "regolith_overlay_neighbour_score",
-                Some(&forger_label),
-            )
-            .is_none_or(|score| score <= 0.0)
-        };
         while !dropped(&page) && Instant::now() < refreshed_by {
             tokio::time::sleep(Duration::from_millis(100)).await;
             if let Some(text) = crate::devnet::scrape_metrics(metrics_address) {
