@@ -91,9 +91,22 @@ impl std::fmt::Debug for ParsedBlock {
     }
 }
 
+/// Block BOCs this process has decoded ([`ParsedBlock::parse`]), for tests that count them.
+#[cfg(feature = "test-utils")]
+static BLOCK_PARSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many block BOCs this process has decoded so far (every [`ParsedBlock::parse`], also the one inside
+/// [`CheckedBlock::check`]): the apply path's tests count that each block is parsed once.
+#[cfg(feature = "test-utils")]
+pub fn block_parses() -> u64 {
+    BLOCK_PARSES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 impl ParsedBlock {
     /// Parses a block BOC and checks that its root hash is the id's root hash.
     pub fn parse(id: &BlockId, raw: &[u8]) -> Result<Self, BlockError> {
+        #[cfg(feature = "test-utils")]
+        BLOCK_PARSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let root = Boc::decode(raw).map_err(|e| invalid(id, "block data", e))?;
         if *root.repr_hash() != id.root_hash {
             return Err(invalid(

@@ -21,6 +21,8 @@ pub mod queue_diff;
 pub mod queue_state;
 pub mod zerostate;
 
+#[cfg(feature = "test-utils")]
+pub use block::block_parses;
 pub use block::{file_hash, BlockError, CheckedBlock, ParsedBlock, TopShardBlock};
 pub use block_id::{decode_block_id, encode_block_id, BlockKey, BLOCK_ID_LEN, BLOCK_KEY_LEN};
 pub use block_proof::{

@@ -1,5 +1,6 @@
-//! The regolith node: configuration, `init`, `import` (blocks and the internal queue), `inspect`, `run` (the
-//! serving node), the receiver journal's CLI and benchmarks.
+//! The regolith node: configuration, `init`, the start of a node ([`start`]), the apply pipeline every block
+//! goes through ([`apply`]), `import` (blocks and the internal queue), `inspect`, `run` (the serving node) with
+//! its sync, the receiver journal's CLI and benchmarks.
 //! The `regolith` binary (`main.rs`) is a thin CLI over these modules; integration tests use them in-process.
 
 pub mod apply;
@@ -26,6 +27,7 @@ pub mod proofs;
 pub mod queue_state;
 pub mod queue_sync;
 pub mod run;
+pub mod start;
 pub mod state_import;
 pub mod sync;
 

@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use regolith_node::block_ref::BlockRef;
 use regolith_node::config::DataDir;
 use regolith_node::{
-    bench, import, init, inspect, ledger_cmd, open_storage, progress, queue_state, queue_sync, run,
+    bench, import, init, inspect, ledger_cmd, open_storage, progress, queue_state, run,
 };
 
 #[derive(Parser)]
@@ -281,10 +281,9 @@ async fn execute(cli: Cli) -> Result<()> {
                     bail!("archive {} does not exist or is not a file", file.display());
                 }
             }
-            let storage = open_storage(config.storage)?;
-            // No GC during import: the committed queue must end exactly as a clean import leaves it.
-            let (queue, _) =
-                queue_sync::start(&data.root, &storage, config.internal_queue, false).await?;
+            // No queue GC during import: the committed queue must end exactly as a clean import leaves it.
+            let regolith_node::start::Started { storage, queue, .. } =
+                regolith_node::start::start(&data.root, &config, Default::default()).await?;
             let progress = progress::Progress::new(quiet || json);
             let mut pipeline = regolith_node::apply::Pipeline::new(
                 &storage,

@@ -1,5 +1,6 @@
-//! `regolith run`: the node's main job. Opens the storage (startup check, archive recovery) and the internal
-//! queue (queue.md §5.4 start procedure, then its GC task), starts tycho-network (QUIC, DHT, overlay service,
+//! `regolith run`: the node's main job. Starts the node's data ([`crate::start`]: the storage with its
+//! startup check and archive recovery, the internal queue's start procedure and GC task, the boot), starts
+//! tycho-network (QUIC, DHT, overlay service,
 //! peer resolver) with the blockchain public overlay serving blockchain RPC from the storage, exposes
 //! Prometheus metrics, runs block GC on schedule and stays up until SIGINT/SIGTERM. Blocks come from the sync
 //! (peers), or on a live node (`live.json`, [`crate::live`]) from the node's own generated chain.
@@ -197,11 +198,21 @@ pub async fn run(data: &DataDir) -> Result<()> {
             )
         })?;
     }
-    let storage = crate::open_storage(node_config.storage.clone())?;
-    let (queue, queue_start) =
-        crate::queue_sync::start(&data.root, &storage, node_config.internal_queue, true).await?;
+    let crate::start::Started {
+        storage,
+        queue,
+        queue_start,
+        last_applied: last_mc,
+    } = crate::start::start(
+        &data.root,
+        &node_config,
+        crate::start::StartOptions {
+            queue_gc: true,
+            boot: crate::start::Boot::Genesis,
+        },
+    )
+    .await?;
     let stats = storage.open_stats();
-    let last_mc = storage.node_state().load_last_mc_block_id()?;
     let node = start_node(&node_config, &global, storage.clone()).map_err(|e| {
         match e.downcast_ref::<regolith_rpc::network::NetworkError>() {
             Some(regolith_rpc::network::NetworkError::Bind { address, .. }) => anyhow::anyhow!(
@@ -220,7 +231,7 @@ pub async fn run(data: &DataDir) -> Result<()> {
         overlay_id = %hex::encode(node.overlay_id),
         peer_id = %node.network.peer_id(),
         address = %node.network.network.local_addr(),
-        last_applied_mc = ?last_mc.map(|id| id.seqno),
+        last_applied_mc = last_mc.seqno,
         orphaned_flags = stats.consistency.orphaned_flags_count,
         restored_flags = stats.consistency.restored_flags_count,
         archives = stats.archives.archive_count,
@@ -230,7 +241,7 @@ pub async fn run(data: &DataDir) -> Result<()> {
     say!(
         "regolith node serving blockchain RPC from {} (last applied mc block: {})",
         data.root.display(),
-        last_mc.map_or_else(|| "none".into(), |id| id.seqno.to_string())
+        last_mc.seqno
     );
     say!("  QUIC address: {}", node.network.network.local_addr());
     say!("  peer id:      {}", node.network.peer_id());
@@ -248,8 +259,7 @@ pub async fn run(data: &DataDir) -> Result<()> {
     }
     say!("Add the peer info to another node's global.json bootstrap_peers to reach it. Press Ctrl-C to stop.");
 
-    metrics::gauge!("regolith_sync_last_applied_mc_seqno")
-        .set(f64::from(last_mc.map_or(0, |id| id.seqno)));
+    metrics::gauge!("regolith_sync_last_applied_mc_seqno").set(f64::from(last_mc.seqno));
     let gc = crate::gc::GcTasks::start(&storage);
     let (stop_sync, stop_rx) = tokio::sync::watch::channel(false);
     // A live node makes its own chain (live.json); any other node follows its peers.

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use crate::apply::{
     ApplyError, ArchiveGroups, Group, ImportOptions, ImportReport, Pipeline, Source as ApplySource,
-    SpillWriter,
+    SpilledArchive,
 };
 use crate::block_check::check_downloaded_block;
 use crate::progress::Progress;
@@ -285,11 +285,17 @@ impl Sync {
             "downloading an archive"
         );
         let path = self.dir.join(format!("{}.spill", archive.id));
-        let writer = SpillWriter::create(&path, self.client.archive_limits())
+        let file = std::fs::File::create(&path)
+            .with_context(|| format!("cannot create {}", path.display()))
             .map_err(|e| StepError::local("local", e))?;
-        let downloaded = self.client.download_archive(archive, writer, |_| {}).await;
-        let writer = match downloaded {
-            Ok(writer) => writer,
+        // The client's verifier frames and indexes the stream as it arrives; the spill file is read from that
+        // index.
+        let downloaded = self
+            .client
+            .download_archive_indexed(archive, std::io::BufWriter::new(file), |_| {})
+            .await;
+        let (file, index) = match downloaded {
+            Ok(downloaded) => downloaded,
             Err(e) => {
                 let _ = std::fs::remove_file(&path);
                 return Err(StepError {
@@ -300,9 +306,11 @@ impl Sync {
             }
         };
         let name = format!("archive {} from {peer}", archive.id);
-        let spilled = writer
-            .finish(name.clone())
-            .map_err(|e| StepError::local("local", e))?;
+        let spilled =
+            SpilledArchive::downloaded(name.clone(), &path, file, index).map_err(|e| {
+                let _ = std::fs::remove_file(&path);
+                StepError::local("local", e)
+            })?;
         let mut groups = ArchiveGroups::new(spilled);
         let applied = self
             .pipeline

@@ -11,6 +11,8 @@ mod writer;
 
 pub use index::{ArchiveIndex, ArchiveLimits, IndexedEntry};
 pub use reader::{ArchiveEntry, ArchiveError, ArchiveErrorKind, ArchiveReader};
+#[cfg(feature = "test-utils")]
+pub use verifier::bytes_framed;
 pub use verifier::ArchiveVerifier;
 pub use writer::ArchiveWriter;
 

@@ -9,6 +9,17 @@ use super::reader::parse_entry_header;
 use super::{ArchiveError, ArchiveErrorKind, ARCHIVE_PREFIX, ENTRY_HEADER_LEN};
 use crate::BlockId;
 
+/// Decompressed archive bytes this process has framed, for tests that count framing passes.
+#[cfg(feature = "test-utils")]
+static BYTES_FRAMED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many decompressed archive bytes every [`ArchiveVerifier`] of this process has been fed: a test
+/// counts that a downloaded archive is framed once.
+#[cfg(feature = "test-utils")]
+pub fn bytes_framed() -> u64 {
+    BYTES_FRAMED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 #[derive(Debug, Clone, Copy)]
 enum State {
     Prefix { have: usize },
@@ -92,6 +103,8 @@ impl ArchiveVerifier {
 
     /// Feeds the next bytes of the decompressed stream.
     pub fn write(&mut self, mut bytes: &[u8]) -> Result<(), Box<ArchiveError>> {
+        #[cfg(feature = "test-utils")]
+        BYTES_FRAMED.fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
         while !bytes.is_empty() {
             match self.state {
                 State::Failed => {

@@ -1,8 +1,10 @@
 //! Archives as a block source, in memory bounded by one group rather than by the archive.
 //!
 //! The decompressed stream is written once to a spill file under the data directory while the streaming
-//! verifier frames it and indexes the entries ([`ArchiveIndex`]); nothing of an entry is kept in memory. The
-//! groups are then read on demand: mc blocks in seqno order, each with the shard blocks it brings, walked
+//! verifier frames it and indexes the entries ([`ArchiveIndex`]): for a local archive file the
+//! `SpillWriter` here, for a download the RPC client's verifier
+//! ([`regolith_rpc::BlockchainRpcClient::download_archive_indexed`]). Nothing of an entry is kept in
+//! memory, and nothing frames the stream a second time. The groups are then read on demand: mc blocks in seqno order, each with the shard blocks it brings, walked
 //! back from its top shard blocks to the applied ones. Every block is read and checked once, when its group
 //! is formed.
 
@@ -23,7 +25,7 @@ use super::group::{is_applied, Group};
 use super::ApplyError;
 
 /// Writes a decompressed archive stream to a spill file, framing and indexing it as it goes.
-pub struct SpillWriter {
+struct SpillWriter {
     file: BufWriter<File>,
     path: PathBuf,
     verifier: ArchiveVerifier,
@@ -35,7 +37,7 @@ pub struct SpillWriter {
 
 impl SpillWriter {
     /// A spill file at `path` (created, truncated), with entries bounded by `limits`.
-    pub fn create(path: &Path, limits: ArchiveLimits) -> Result<Self> {
+    fn create(path: &Path, limits: ArchiveLimits) -> Result<Self> {
         let file =
             File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
         Ok(Self {
@@ -49,7 +51,7 @@ impl SpillWriter {
 
     /// The stream ended (or failed): the spilled archive, with the entries that arrived whole and the error
     /// that cut it short, if any.
-    pub fn finish(self, name: String) -> Result<SpilledArchive> {
+    fn finish(self, name: String) -> Result<SpilledArchive> {
         let Self {
             file,
             path,
@@ -141,6 +143,28 @@ impl SpilledArchive {
             }
         }
         writer.finish(archive.display().to_string())
+    }
+
+    /// A downloaded archive: `file` holds the decompressed stream at `path`, `index` its entries as the
+    /// download's verifier recorded them (the stream ended at an entry boundary).
+    pub fn downloaded(
+        name: String,
+        path: &Path,
+        file: BufWriter<File>,
+        index: ArchiveIndex,
+    ) -> Result<Self> {
+        let written = file
+            .into_inner()
+            .map_err(|e| anyhow!("cannot write {}: {}", path.display(), e.error()))?;
+        drop(written);
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        Ok(Self {
+            name,
+            file,
+            path: path.to_path_buf(),
+            index,
+            read_error: None,
+        })
     }
 
     /// The index of the whole entries.

@@ -16,15 +16,16 @@
 pub mod archive;
 mod group;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{anyhow, Context};
-use regolith_formats::{BlockId, CheckedBlock, ProofError};
+use regolith_formats::{BlockId, CheckedBlock, ProofError, ShardIdent};
 use regolith_queue::DiffZone;
 use regolith_storage::{BlockHandle, Direction, Storage};
 
-pub use archive::{ArchiveGroups, SpillWriter, SpilledArchive};
+pub use archive::{ArchiveGroups, SpilledArchive};
 pub use group::{is_applied, Group};
 
 use crate::group_commit::{GroupCommitter, Stopped};
@@ -112,12 +113,20 @@ pub enum Source<'s> {
     Groups(Vec<Group>),
 }
 
+/// Each shard's top block seqno in an mc block.
+type Tops = HashMap<ShardIdent, u32>;
+
 /// The apply pipeline of one node: its storage, queue and proof verifier (the zerostate parsed once).
 pub struct Pipeline {
     storage: Storage,
     queue: NodeQueue,
     verifier: Option<ProofVerifier>,
     chain: group::DiffChain,
+    /// The mc block whose proof [`Self::verify_next_mc`] verified last: its group does not verify it again.
+    verified_mc: Option<BlockId>,
+    /// The top shard blocks of the last mc block this pipeline applied, so that the next archive does not
+    /// parse that block again to learn them.
+    applied_tops: Option<(BlockId, Tops)>,
 }
 
 impl Pipeline {
@@ -136,6 +145,8 @@ impl Pipeline {
                 None
             },
             chain: group::DiffChain::default(),
+            verified_mc: None,
+            applied_tops: None,
         })
     }
 
@@ -160,7 +171,9 @@ impl Pipeline {
         origin: &str,
     ) -> Result<(), ApplyError> {
         Group::new(mc.clone(), Vec::new()).check_link(last, origin)?;
-        self.verify(mc, origin).await
+        self.verify(mc, origin).await?;
+        self.verified_mc = Some(*mc.id());
+        Ok(())
     }
 
     async fn verify(&mut self, block: &CheckedBlock, origin: &str) -> Result<(), ApplyError> {
@@ -271,10 +284,12 @@ impl Pipeline {
     }
 
     /// The seqno of each shard's top block in the last applied mc block.
-    async fn applied_tops(
-        &self,
-        last: &BlockId,
-    ) -> Result<std::collections::HashMap<regolith_formats::ShardIdent, u32>, ApplyError> {
+    async fn applied_tops(&self, last: &BlockId) -> Result<Tops, ApplyError> {
+        if let Some((id, tops)) = &self.applied_tops {
+            if id == last {
+                return Ok(tops.clone());
+            }
+        }
         let block = queue_sync::load_block(&self.storage, last)
             .await
             .map_err(ApplyError::Local)?;
@@ -287,7 +302,8 @@ impl Pipeline {
         Ok(tops.iter().map(|t| (t.id.shard, t.id.seqno)).collect())
     }
 
-    /// Checks a group against the rules, then stores and applies it; returns the block bytes applied.
+    /// Applies one group: checks it against the rules, stores its blocks, then makes it the last applied
+    /// group. Returns the block bytes applied.
     async fn apply_group(
         &mut self,
         group: &Group,
@@ -296,57 +312,94 @@ impl Pipeline {
         committer: &GroupCommitter,
         progress: &Progress,
     ) -> Result<u64, ApplyError> {
-        // Nothing of the group is stored before every rule holds.
+        self.check_group(group, last, origin).await?;
+        let mut bytes = 0;
+        for block in group.in_order() {
+            self.store_block(block, group, origin).await?;
+            bytes += block.data().len() as u64;
+            progress.advance(1, block.data().len() as u64);
+        }
+        self.finish_group(group, committer)?;
+        Ok(bytes)
+    }
+
+    /// Every rule a group must meet before anything of it is stored: it continues the last applied mc block,
+    /// its proofs are signed (the mc block's once: not again after [`Self::verify_next_mc`]), it holds every
+    /// shard block its mc block needs, and its queue diffs continue the applied ones.
+    async fn check_group(
+        &mut self,
+        group: &Group,
+        last: &BlockId,
+        origin: &str,
+    ) -> Result<(), ApplyError> {
         group.check_link(last, origin)?;
-        self.verify(&group.mc, origin).await?;
+        if self.verified_mc.take().as_ref() != Some(group.mc_id()) {
+            self.verify(&group.mc, origin).await?;
+        }
         for shard in &group.shards {
             self.verify(shard, origin).await?;
         }
         group.check_complete(&self.storage, last.seqno, origin)?;
-        self.chain.check(&self.storage, group, origin).await?;
+        self.chain.check(&self.storage, group, origin).await
+    }
 
-        let ref_mc = group.mc_id().seqno;
-        let mc_is_key = group.mc.is_key_block();
-        let mut bytes = 0;
-        for block in group.in_order() {
-            let id = *block.id();
-            let at = |what: &str| format!("{origin}: block {id}: {what}");
-            // Storage and the queue take the checked block as it is: nothing is parsed or hashed again.
-            let stored = self
-                .storage
-                .components()
-                .store_checked_block(block, ref_mc)
-                .await
-                .with_context(|| at("storing the block"))
-                .map_err(ApplyError::Local)?;
-            store_connections(&self.storage, &stored.handle, block.prev_ids())
-                .with_context(|| at("storing connections"))
-                .map_err(ApplyError::Local)?;
-            self.storage
-                .archives()
-                .move_into_archive(&stored.handle, mc_is_key)
-                .with_context(|| at("moving into archive"))
-                .map_err(ApplyError::Local)?;
-            // Every diff continues the shard's last one (the first of a pass included, queue.md §5.1).
-            queue_sync::apply_checked_diff(&self.queue, block, Some(DiffZone::Both))
-                .with_context(|| at("applying its queue diff"))
-                .map_err(ApplyError::Local)?;
-            if !id.is_masterchain() {
-                crate::crash::point("shard-diff-applied");
-            }
-            bytes += block.data().len() as u64;
-            progress.advance(1, block.data().len() as u64);
+    /// Stores one checked block of `group` as it is (nothing is parsed or hashed again): its data, proof and
+    /// diff, its connections, its archive entry, and its queue diff.
+    async fn store_block(
+        &self,
+        block: &CheckedBlock,
+        group: &Group,
+        origin: &str,
+    ) -> Result<(), ApplyError> {
+        let id = *block.id();
+        let at = |what: &str| format!("{origin}: block {id}: {what}");
+        let stored = self
+            .storage
+            .components()
+            .store_checked_block(block, group.mc_id().seqno)
+            .await
+            .with_context(|| at("storing the block"))
+            .map_err(ApplyError::Local)?;
+        store_connections(&self.storage, &stored.handle, block.prev_ids())
+            .with_context(|| at("storing connections"))
+            .map_err(ApplyError::Local)?;
+        self.storage
+            .archives()
+            .move_into_archive(&stored.handle, group.mc.is_key_block())
+            .with_context(|| at("moving into archive"))
+            .map_err(ApplyError::Local)?;
+        // Every diff continues the shard's last one (the first of a pass included, queue.md §5.1).
+        queue_sync::apply_checked_diff(&self.queue, block, Some(DiffZone::Both))
+            .with_context(|| at("applying its queue diff"))
+            .map_err(ApplyError::Local)?;
+        if !id.is_masterchain() {
+            crate::crash::point("shard-diff-applied");
         }
-        // The last write of the group. The group commit makes the group durable and then commits the queue on
-        // it, while the next group is written: a crash in between is repaired at the next start (queue.md
-        // §5.4), never the other way round.
+        Ok(())
+    }
+
+    /// The last write of a group: the last applied mc block. The group commit then makes the group durable
+    /// and commits the queue on it while the next group is written: a crash in between is repaired at the
+    /// next start (queue.md §5.4), never the other way round.
+    fn finish_group(
+        &mut self,
+        group: &Group,
+        committer: &GroupCommitter,
+    ) -> Result<(), ApplyError> {
         self.storage
             .node_state()
             .store_last_mc_block_id(group.mc_id())?;
         crate::crash::point("mc-block-applied");
         committer.submit(&group.mc).map_err(ApplyError::Local)?;
         self.chain.applied(group);
-        Ok(bytes)
+        let tops = group
+            .mc
+            .top_shard_blocks()
+            .iter()
+            .map(|t| (t.id.shard, t.id.seqno))
+            .collect();
+        self.applied_tops = Some((*group.mc_id(), tops));
+        Ok(())
     }
 }
 

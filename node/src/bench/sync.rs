@@ -4,12 +4,10 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 
-use crate::config::DataDir;
-use crate::run::{start_node, Node};
+use crate::fixture::{sync_fresh_node, FixtureServers};
 
 /// Arguments of `regolith bench sync`.
 #[derive(clap::Args, Debug, Clone)]
@@ -27,103 +25,6 @@ pub struct SyncBenchArgs {
     /// peer, next to the honest-only run (time to the tip, peak RSS, the forger's queries and scores).
     #[arg(long)]
     pub hostile: bool,
-}
-
-fn loopback() -> std::net::SocketAddr {
-    std::net::SocketAddr::from(([127, 0, 0, 1], 0))
-}
-
-async fn servers(
-    args: &SyncBenchArgs,
-    count: usize,
-    archived: bool,
-) -> Result<(Vec<Node>, Vec<tempfile::TempDir>)> {
-    let mut nodes: Vec<Node> = Vec::new();
-    let mut dirs = Vec::new();
-    for _ in 0..count {
-        let dir = tempfile::tempdir()?;
-        let (data, mut config, storage) =
-            crate::fixture::import_fixture_chain(dir.path(), &args.fixtures, loopback()).await?;
-        if archived {
-            crate::fixture::start_next_archive(&storage).await?;
-        }
-        (config.overlay, config.dht) = regolith_rpc::network::quick_discovery();
-        let mut global = data.load_global_config()?;
-        for other in &nodes {
-            global.bootstrap_peers.push(serde_json::to_value(
-                other.network.signed_peer_info(Duration::from_secs(3600)),
-            )?);
-        }
-        nodes.push(start_node(&config, &global, storage)?);
-        dirs.push(dir);
-    }
-    Ok((nodes, dirs))
-}
-
-/// Syncs a fresh node from `servers` to mc `target`; returns the wall time and the counters.
-async fn sync_once(
-    args: &SyncBenchArgs,
-    servers: &[Node],
-    target: u32,
-) -> Result<(Duration, u64, u64)> {
-    let dir = tempfile::tempdir()?;
-    let data = DataDir::new(dir.path());
-    crate::init::init(
-        &data,
-        &args.fixtures.join("zerostate.boc"),
-        &Default::default(),
-    )?;
-    let mut config = data.load_node_config()?;
-    config.listen_address = loopback();
-    config.metrics_address = None;
-    (config.overlay, config.dht) = regolith_rpc::network::quick_discovery();
-    let mut global = data.load_global_config()?;
-    global.bootstrap_peers = servers
-        .iter()
-        .map(|s| serde_json::to_value(s.network.signed_peer_info(Duration::from_secs(3600))))
-        .collect::<Result<_, _>>()?;
-    let storage = crate::open_storage(config.storage.clone())?;
-    let (queue, _) =
-        crate::queue_sync::start(&data.root, &storage, config.internal_queue, false).await?;
-    let node = start_node(&config, &global, storage.clone())?;
-    let client = crate::run::rpc_client(&node, &config)?;
-    tokio::time::timeout(
-        Duration::from_secs(60),
-        client.overlay_client().wait_for_peers(
-            servers
-                .len()
-                .min(config.public_overlay_client.neighbors.keep),
-        ),
-    )
-    .await
-    .context("the servers did not become neighbours in 60 s")?;
-    let sync = crate::sync::Sync::new(storage.clone(), queue, client, &data.root)?;
-    let stats = sync.stats();
-    let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let started = Instant::now();
-    let task = tokio::spawn(sync.run(stop_rx));
-    loop {
-        let last = storage
-            .node_state()
-            .load_last_mc_block_id()?
-            .map_or(0, |id| id.seqno);
-        if last >= target {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(300) {
-            bail!("the sync reached only mc {last} in 300 s");
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let elapsed = started.elapsed();
-    let _ = stop.send(true);
-    let _ = task.await;
-    node.shutdown().await;
-    Ok((
-        elapsed,
-        stats.from_archives.load(Ordering::Relaxed),
-        stats.from_blocks.load(Ordering::Relaxed),
-    ))
 }
 
 /// Runs the benchmark.
@@ -154,12 +55,13 @@ pub async fn sync(args: SyncBenchArgs) -> Result<()> {
     }
     for &peers in &args.peers {
         for (mode, archived) in [("block", false), ("archive", true)] {
-            let (nodes, _dirs) = servers(&args, peers.max(1), archived).await?;
-            let (elapsed, from_archives, from_blocks) = sync_once(&args, &nodes, 100).await?;
-            for n in &nodes {
-                n.shutdown().await;
-            }
-            let blocks = from_archives + from_blocks;
+            let servers = FixtureServers::start(&args.fixtures, peers.max(1), archived).await?;
+            let dir = tempfile::tempdir()?;
+            let synced = sync_fresh_node(dir.path(), &args.fixtures, &servers.nodes, 100).await?;
+            servers.shutdown().await;
+            let elapsed = synced.elapsed;
+            let blocks = synced.stats.from_archives.load(Ordering::Relaxed)
+                + synced.stats.from_blocks.load(Ordering::Relaxed);
             let secs = elapsed.as_secs_f64().max(1e-6);
             let blocks_per_s = blocks as f64 / secs;
             let mib_per_s = archive_bytes as f64 / (1024.0 * 1024.0) / secs;

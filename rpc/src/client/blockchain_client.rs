@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use parking_lot::Mutex;
+use regolith_formats::archive::ArchiveIndex;
 use tycho_network::PeerId;
 use tycho_types::models::BlockId;
 
@@ -608,13 +609,38 @@ impl BlockchainRpcClient {
         sink: W,
         on_progress: impl Fn(u64) + Send + Sync + 'static,
     ) -> Result<W, ClientError> {
+        let sink = VerifyingSink::new(sink, self.archive_limits());
+        self.download_verified(archive, sink, on_progress)
+            .await
+            .map(|(sink, _)| sink)
+    }
+
+    /// [`Self::download_archive`], returning with the sink the index of the archive's entries: where each
+    /// entry's data lies in the decompressed stream written to `sink`, recorded by the streaming verifier as
+    /// the bytes pass (the caller reads the entries from what it wrote, with no second framing pass).
+    pub async fn download_archive_indexed<W: Write + Send + 'static>(
+        &self,
+        archive: &PendingArchive,
+        sink: W,
+        on_progress: impl Fn(u64) + Send + Sync + 'static,
+    ) -> Result<(W, ArchiveIndex), ClientError> {
+        let sink = VerifyingSink::indexing(sink, self.archive_limits());
+        self.download_verified(archive, sink, on_progress).await
+    }
+
+    async fn download_verified<W: Write + Send + 'static>(
+        &self,
+        archive: &PendingArchive,
+        sink: VerifyingSink<W>,
+        on_progress: impl Fn(u64) + Send + Sync + 'static,
+    ) -> Result<(W, ArchiveIndex), ClientError> {
         let downloaded = self
-            .archive_download(archive, VerifyingSink::new(sink), None, on_progress)
+            .archive_download(archive, sink, None, on_progress)
             .await?;
-        let mut sink = downloaded.sink.finish()?;
+        let (mut sink, index) = downloaded.sink.finish()?;
         sink.flush()
             .map_err(|e| ClientError::Internal(format!("flushing the archive sink: {e}")))?;
-        Ok(sink)
+        Ok((sink, index))
     }
 
     /// Downloads a found archive as served (the zstd package) into `compressed`, verifying the decompressed
@@ -628,7 +654,7 @@ impl BlockchainRpcClient {
         let downloaded = self
             .archive_download(
                 archive,
-                VerifyingSink::new(std::io::sink()),
+                VerifyingSink::new(std::io::sink(), self.archive_limits()),
                 Some(compressed),
                 on_progress,
             )

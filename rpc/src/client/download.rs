@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
+use regolith_formats::archive::{ArchiveIndex, ArchiveLimits, ArchiveVerifier};
 
 use super::error::ClientError;
 use super::neighbour::Neighbour;
@@ -389,27 +390,39 @@ async fn finish<W>(
         .map_err(|e| ClientError::Internal(format!("the decompressing thread failed: {e}")))?
 }
 
-/// A sink that runs the archive verifier over the decompressed stream before passing it on.
+/// A sink that runs the archive verifier over the decompressed stream before passing it on; an indexing one
+/// also records where each entry lies in the stream, so that what the sink wrote can be read entry by entry
+/// without framing it again.
 pub struct VerifyingSink<W> {
-    verifier: regolith_formats::archive::ArchiveVerifier,
+    verifier: ArchiveVerifier,
     inner: W,
 }
 
 impl<W: Write> VerifyingSink<W> {
-    /// Verifies what is written into `inner`.
-    pub fn new(inner: W) -> Self {
+    /// Verifies what is written into `inner`, entries within `limits`.
+    pub fn new(inner: W, limits: ArchiveLimits) -> Self {
         Self {
-            verifier: regolith_formats::archive::ArchiveVerifier::new(),
+            verifier: ArchiveVerifier::with_limits(limits),
             inner,
         }
     }
 
-    /// The stream ended: it must end at an entry boundary. Returns the sink.
-    pub fn finish(self) -> Result<W, ClientError> {
-        self.verifier
-            .finish()
+    /// Verifies and indexes what is written into `inner`, entries within `limits`.
+    pub fn indexing(inner: W, limits: ArchiveLimits) -> Self {
+        Self {
+            verifier: ArchiveVerifier::indexing(limits),
+            inner,
+        }
+    }
+
+    /// The stream ended: it must end at an entry boundary. Returns the sink and the index of the entries
+    /// (empty unless the sink indexes).
+    pub fn finish(self) -> Result<(W, ArchiveIndex), ClientError> {
+        let index = self
+            .verifier
+            .finish_index()
             .map_err(|e| ClientError::InvalidResponse(format!("archive: {e}")))?;
-        Ok(self.inner)
+        Ok((self.inner, index))
     }
 }
 
