@@ -40,7 +40,7 @@ impl LedgerDb {
             ..DbOptions::default()
         };
         let db = Db::open(path, &(), options).map_err(|e| match e {
-            regolith_kv::KvError::Db { source, .. } => LedgerError::Db {
+            regolith_kv::KvError::Db { source, .. } | regolith_kv::KvError::Locked { source, .. } => LedgerError::Db {
                 context: format!("opening the ledger database at {}", path.display()),
                 source,
             },

@@ -59,7 +59,8 @@ impl LedgerError {
 impl From<regolith_kv::KvError> for LedgerError {
     fn from(e: regolith_kv::KvError) -> Self {
         match e {
-            regolith_kv::KvError::Db { context, source } => Self::Db { context, source },
+            regolith_kv::KvError::Db { context, source }
+            | regolith_kv::KvError::Locked { context, source } => Self::Db { context, source },
             regolith_kv::KvError::Corruption { table, key, reason } => Self::Corruption {
                 what: format!("row of {table} (key {key})"),
                 reason,

@@ -135,6 +135,15 @@ pub enum QueueError {
         #[source]
         source: rocksdb::Error,
     },
+    /// The queue database is locked: another process (a running node) holds it.
+    #[error("queue database error while {context}: {source}")]
+    Locked {
+        /// What was being done.
+        context: String,
+        /// The RocksDB error.
+        #[source]
+        source: rocksdb::Error,
+    },
     /// A file operation failed.
     #[error("I/O error while {context}: {source}")]
     Io {
@@ -237,6 +246,11 @@ pub enum ImportFailure {
 }
 
 impl QueueError {
+    /// Whether the queue database is locked by another process (another node runs on the same directory).
+    pub fn is_locked(&self) -> bool {
+        matches!(self, Self::Locked { .. })
+    }
+
     pub(crate) fn invalid(what: impl Into<String>) -> Self {
         Self::InvalidData { what: what.into() }
     }
@@ -254,6 +268,7 @@ impl From<regolith_kv::KvError> for QueueError {
     fn from(e: regolith_kv::KvError) -> Self {
         match e {
             regolith_kv::KvError::Db { context, source } => Self::Storage { context, source },
+            regolith_kv::KvError::Locked { context, source } => Self::Locked { context, source },
             regolith_kv::KvError::Corruption { table, key, reason } => Self::InvalidData {
                 what: format!("{table} row {key}: {reason}"),
             },

@@ -14,6 +14,15 @@ pub enum StorageError {
         #[source]
         source: regolith_kv::rocksdb::Error,
     },
+    /// The database is locked: another process (a running node) holds it.
+    #[error("database error while {context}: {source}")]
+    Locked {
+        /// What was being done.
+        context: String,
+        /// The RocksDB error.
+        #[source]
+        source: regolith_kv::rocksdb::Error,
+    },
     /// A file operation failed.
     #[error("I/O error while {context}: {source}")]
     Io {
@@ -120,6 +129,11 @@ impl StorageError {
         move |source| Self::Io { context, source }
     }
 
+    /// Whether the database is locked by another process (another node runs on the same directory).
+    pub fn is_locked(&self) -> bool {
+        matches!(self, Self::Locked { .. })
+    }
+
     pub(crate) fn corruption(what: impl Into<String>, reason: impl std::fmt::Display) -> Self {
         Self::Corruption {
             what: what.into(),
@@ -150,6 +164,7 @@ impl From<regolith_kv::KvError> for StorageError {
     fn from(e: regolith_kv::KvError) -> Self {
         match e {
             regolith_kv::KvError::Db { context, source } => Self::Db { context, source },
+            regolith_kv::KvError::Locked { context, source } => Self::Locked { context, source },
             regolith_kv::KvError::Corruption { table, key, reason } => Self::Corruption {
                 what: format!("row of {table} (key {key})"),
                 reason,

@@ -307,3 +307,14 @@ fn corrupted_meta_is_an_error_not_a_panic() {
         .expect("open must fail");
     assert!(err.to_string().contains("corrupted block meta"), "{err}");
 }
+
+#[test]
+fn a_second_open_of_a_held_data_dir_is_locked() {
+    let mut t = TempStorage::new();
+    let err = regolith_storage::Storage::open(t.config.clone())
+        .err()
+        .expect("a second open while the first is held must fail");
+    assert!(err.is_locked(), "{err:?}");
+    assert!(!StorageError::Timeout.is_locked());
+    t.reopen();
+}
