@@ -10,7 +10,7 @@ pub enum KvError {
         context: String,
         /// The RocksDB error.
         #[source]
-        source: rocksdb::Error,
+        source: DbError,
     },
     /// The database is locked by another process (or another open in this one): its `LOCK` file is held.
     #[error("database error while {context}: {source}")]
@@ -19,7 +19,7 @@ pub enum KvError {
         context: String,
         /// The RocksDB error.
         #[source]
-        source: rocksdb::Error,
+        source: DbError,
     },
     /// A stored key or value does not decode.
     #[error("corrupted row in {table} (key {key}): {reason}")]
@@ -43,9 +43,15 @@ impl KvError {
         move |source| {
             let context = context.to_string();
             if is_lock_held(&source) {
-                Self::Locked { context, source }
+                Self::Locked {
+                    context,
+                    source: DbError(source),
+                }
             } else {
-                Self::Db { context, source }
+                Self::Db {
+                    context,
+                    source: DbError(source),
+                }
             }
         }
     }
@@ -63,6 +69,18 @@ impl KvError {
         }
     }
 }
+
+/// An error of the database engine (RocksDB), as its message; the engine's own types stay inside this crate.
+#[derive(Debug)]
+pub struct DbError(rocksdb::Error);
+
+impl std::fmt::Display for DbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for DbError {}
 
 /// Whether RocksDB refused to open because the database's `LOCK` file is held: by another process
 /// (`flock` fails: "While lock file: <dir>/LOCK: Resource temporarily unavailable") or by an earlier open

@@ -6,8 +6,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use regolith_kv::rocksdb::OptimisticTransactionDB;
-use regolith_kv::{Db, DbOptions, KeyRange, RawBytes, Table, Txn};
+use regolith_kv::{DbOptions, KeyRange, RawBytes, Table, TransactionDb, Txn};
 
 use crate::error::{LedgerError, Result};
 use crate::tables::{self, LedgerTables, MetaKey};
@@ -28,7 +27,7 @@ pub(crate) enum TxnStep<R> {
 
 /// The ledger database with typed tables.
 pub(crate) struct LedgerDb {
-    db: Db<LedgerTables, OptimisticTransactionDB>,
+    db: TransactionDb<LedgerTables>,
     commit_retries: AtomicU64,
 }
 
@@ -39,13 +38,7 @@ impl LedgerDb {
             sync,
             ..DbOptions::default()
         };
-        let db = Db::open(path, &(), options).map_err(|e| match e {
-            regolith_kv::KvError::Db { source, .. } | regolith_kv::KvError::Locked { source, .. } => LedgerError::Db {
-                context: format!("opening the ledger database at {}", path.display()),
-                source,
-            },
-            other => other.into(),
-        })?;
+        let db = TransactionDb::open(path, &(), options)?;
         let this = Self {
             db,
             commit_retries: AtomicU64::new(0),

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use regolith_kv::rocksdb::Cache;
+use rocksdb::Cache;
 use regolith_kv::{Db, DbOptions, FailPoint};
 
 use crate::error::{QueueError, Result};
@@ -75,9 +75,8 @@ impl QueueDb {
         }
         let cache = Cache::new_lru_cache(16 << 20);
         let options = DbOptions {
-            options: Default::default(),
             read_only: true,
-            sync: false,
+            ..DbOptions::default()
         };
         Ok(Self {
             db: Db::open(path, &cache, options)?,

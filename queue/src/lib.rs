@@ -50,6 +50,7 @@ pub use import::ImportSummary;
 pub use iterator::QueueIterator;
 pub use key::{BoundedShardRange, PartitionIdx, QueueKey, ShardRange};
 pub use message::{EnqueuedMessage, MessageValue};
+pub use regolith_kv::KvError;
 pub use overview::{DiffOverview, QueueOverview};
 pub use queue::{DynMessageQueue, MessageQueue, Queue, QueueFactory};
 pub use router::{PartitionRouter, RouterAddr, RouterHalf};

@@ -5,7 +5,7 @@
 
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
 
-use regolith_kv::rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options};
+use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options};
 use regolith_kv::{tables, DecodeError};
 pub use regolith_kv::{Codec, Table};
 

@@ -513,7 +513,7 @@ fn commit_batch_failure_is_not_observable() {
                 &[top(mc_block(1), true, 1), top(block(SH, 1), true, 1)],
                 &[0, 1]
             ),
-            Err(QueueError::Injected(_))
+            Err(QueueError::Kv(regolith_queue::KvError::Injected(_)))
         ));
         assert!(q.gc_delete_until().is_empty());
         assert_eq!(env.dump(), before);

@@ -49,12 +49,12 @@ impl AsRef<Db<CoreTables>> for CoreDb {
 impl CoreDb {
     /// Opens (creating if missing) the database at `path`.
     pub fn open(path: &Path, config: &StorageConfig, read_only: bool) -> Result<Self> {
-        let mut options = DbOptions {
+        let options = DbOptions {
             read_only,
+            // `block_handles` has a hashed memtable, which takes inserts from one writer at a time.
+            concurrent_memtable_write: false,
             ..DbOptions::default()
         };
-        // `block_handles` has a hashed memtable, which takes inserts from one writer at a time.
-        options.options.set_allow_concurrent_memtable_write(false);
         Ok(Self {
             db: Db::open(path, config, options)?,
             fail_points: FailPoints::default(),

@@ -10,7 +10,7 @@ use regolith_formats::archive::ArchiveEntryType;
 use regolith_formats::{
     decode_block_id, encode_block_id, BlockId, BlockKey, HashBytes, BLOCK_ID_LEN, BLOCK_KEY_LEN,
 };
-use regolith_kv::rocksdb::{BlockBasedOptions, DBCompressionType, MergeOperands, Options};
+use rocksdb::{BlockBasedOptions, DBCompressionType, MergeOperands, Options};
 use regolith_kv::{tables, DecodeError};
 pub use regolith_kv::{Codec, KeyRange, RawBytes, Table};
 
@@ -57,10 +57,10 @@ fn block_handles_options(opts: &mut Options, _: &StorageConfig) {
     opts.optimize_for_point_lookup(64);
     // The table is only ever read by key, never iterated: a hashed memtable (buckets by the whole 32-byte
     // key) makes a write O(1) instead of a skiplist insert at a random position.
-    opts.set_prefix_extractor(regolith_kv::rocksdb::SliceTransform::create_fixed_prefix(
+    opts.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(
         32,
     ));
-    opts.set_memtable_factory(regolith_kv::rocksdb::MemtableFactory::HashSkipList {
+    opts.set_memtable_factory(rocksdb::MemtableFactory::HashSkipList {
         bucket_count: 1 << 20,
         height: 4,
         branching_factor: 4,
@@ -74,7 +74,7 @@ fn block_ids_options(opts: &mut Options, _: &StorageConfig) {
     let mut block = BlockBasedOptions::default();
     block.set_bloom_filter(10.0, false);
     block.set_whole_key_filtering(true);
-    block.set_data_block_index_type(regolith_kv::rocksdb::DataBlockIndexType::BinaryAndHash);
+    block.set_data_block_index_type(rocksdb::DataBlockIndexType::BinaryAndHash);
     block.set_data_block_hash_ratio(0.75);
     opts.set_block_based_table_factory(&block);
     opts.set_memtable_prefix_bloom_ratio(0.02);
