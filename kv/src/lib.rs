@@ -6,6 +6,7 @@
 //!   options; a [`Schema`] is the set of tables of one database.
 //! - [`Db`]: the one database wrapper: typed get, put, merge, delete, batches with range deletes, typed
 //!   iteration, owned snapshots and iterators, and (for a [`TransactionDb`]) transactions.
+//! - [`Database`]: a [`Db`] with the fail points of the crate that owns it (each crate's database is one).
 //! - [`FailPoint`]: failure injection for tests, armed only with the `test-utils` feature.
 //!
 //! A stored row that does not decode is [`KvError::Corruption`], naming the table and the key; a failure of
@@ -14,6 +15,7 @@
 //! a crate that tunes its tables builds with its own `rocksdb` dependency.
 
 mod codec;
+mod database;
 mod db;
 mod error;
 mod fail;
@@ -22,7 +24,8 @@ mod snapshot;
 mod table;
 mod txn;
 
-pub use codec::{Codec, DecodeError, Empty, RawBytes};
+pub use codec::{Codec, DecodeError, Empty, NameKey, RawBytes};
+pub use database::Database;
 pub use db::{Batch, Db, DbOptions, Engine, Pinned, RawRow, TransactionDb};
 pub use error::{DbError, KvError, Result};
 pub use fail::FailPoint;

@@ -6,10 +6,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use regolith_kv::{DbOptions, KeyRange, RawBytes, Table, TransactionDb, Txn};
+use regolith_kv::{DbOptions, KeyRange, NameKey, RawBytes, Table, TransactionDb, Txn};
 
 use crate::error::{LedgerError, Result};
-use crate::tables::{self, LedgerTables, MetaKey};
+use crate::tables::{self, LedgerTables};
 
 /// Layout version of the database, stored under `meta/db_version`.
 pub const DB_VERSION: u8 = 1;
@@ -48,7 +48,7 @@ impl LedgerDb {
     }
 
     fn check_version(&self) -> Result<()> {
-        const KEY: MetaKey = MetaKey("db_version");
+        const KEY: NameKey = NameKey("db_version");
         match self.db.get::<tables::Meta>(&KEY)? {
             Some(RawBytes(bytes)) => match bytes.as_slice() {
                 [found] if *found == DB_VERSION => Ok(()),

@@ -12,7 +12,7 @@ use regolith_formats::{
 };
 use rocksdb::{BlockBasedOptions, DBCompressionType, MergeOperands, Options};
 use regolith_kv::{tables, DecodeError};
-pub use regolith_kv::{Codec, KeyRange, RawBytes, Table};
+pub use regolith_kv::{Codec, KeyRange, NameKey, RawBytes, Table};
 
 use crate::block_meta::{block_meta_merge, MetaSnapshot, META_LEN};
 use crate::config::StorageConfig;
@@ -24,7 +24,7 @@ tables! {
     pub schema CoreTables(StorageConfig);
     /// Node state: ASCII names → values (`last_mc_block`, `init_mc_block`, `zerostate_id`: 80-byte ids;
     /// `zerostate_proof`: raw bytes; `db_version`: 3-byte semver).
-    State: "state", StateKey => RawBytes;
+    State: "state", NameKey => RawBytes;
     /// Block meta: root hash (32) → 12-byte meta (§2.4), merged with `block_meta_merge`; point-lookup
     /// tuned.
     BlockHandles: "block_handles", StoredHash => MetaSnapshot, options = block_handles_options;
@@ -113,20 +113,6 @@ fn archive_ids_concat(
 }
 
 type Result<T, E = DecodeError> = std::result::Result<T, E>;
-
-/// A state key name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StateKey(pub &'static str);
-
-impl Codec for StateKey {
-    type Encoded<'a> = &'a [u8];
-    fn encode(&self) -> &[u8] {
-        self.0.as_bytes()
-    }
-    fn decode(_: &[u8]) -> Result<Self> {
-        Err(DecodeError::new("state key: state keys are not enumerated"))
-    }
-}
 
 /// A 32-byte hash as stored: the root hash keying `block_handles`, the file hash of `block_ids`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

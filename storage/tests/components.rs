@@ -126,7 +126,7 @@ async fn s19_startup_check_repairs_flags() {
         .collect();
     {
         let config = t.config.clone();
-        let db = regolith_storage::db::CoreDb::open(&config.root_dir.join("core"), &config, false)
+        let db = regolith_storage::db::open(&config.root_dir.join("core"), &config, false)
             .unwrap();
         let del = |id, ty| {
             db.delete::<BlockComponents>(&ComponentKey(BlockKey::of(id), ty))
@@ -489,7 +489,7 @@ async fn startup_check_reports_blocks_without_a_handle_and_deletes_nothing() {
         .collect();
     {
         let config = t.config.clone();
-        let db = regolith_storage::db::CoreDb::open(&config.root_dir.join("core"), &config, false)
+        let db = regolith_storage::db::open(&config.root_dir.join("core"), &config, false)
             .unwrap();
         for id in &lost {
             db.delete::<BlockHandles>(&StoredHash(id.root_hash))
