@@ -15,7 +15,9 @@ fn a_held_database_is_reported_as_locked() {
     let dir = tempfile::tempdir().unwrap();
     let first = Db::<Example>::open(dir.path(), &(), DbOptions::default()).unwrap();
     let second = Db::<Example>::open(dir.path(), &(), DbOptions::default());
-    let err = second.err().expect("a second open of a held database must fail");
+    let err = second
+        .err()
+        .expect("a second open of a held database must fail");
     assert!(err.is_locked(), "{err:?}");
     assert!(matches!(err, KvError::Locked { .. }), "{err:?}");
     assert!(err.to_string().contains("opening"), "{err}");

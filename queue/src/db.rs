@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use rocksdb::Cache;
 use regolith_kv::{Database, DbOptions, FailPoint};
+use rocksdb::Cache;
 
 use crate::error::{QueueError, Result};
 use crate::tables::QueueTables;

@@ -5,9 +5,9 @@
 
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
 
-use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options};
 use regolith_kv::{tables, DecodeError};
 pub use regolith_kv::{Codec, NameKey, Table};
+use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options};
 
 use crate::diff::CommitPointer;
 use crate::diff_info::DiffInfo;

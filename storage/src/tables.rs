@@ -10,9 +10,9 @@ use regolith_formats::archive::ArchiveEntryType;
 use regolith_formats::{
     decode_block_id, encode_block_id, BlockId, BlockKey, HashBytes, BLOCK_ID_LEN, BLOCK_KEY_LEN,
 };
-use rocksdb::{BlockBasedOptions, DBCompressionType, MergeOperands, Options};
 use regolith_kv::{tables, DecodeError};
 pub use regolith_kv::{Codec, KeyRange, NameKey, RawBytes, Table};
+use rocksdb::{BlockBasedOptions, DBCompressionType, MergeOperands, Options};
 
 use crate::block_meta::{block_meta_merge, MetaSnapshot, META_LEN};
 use crate::config::StorageConfig;
@@ -57,9 +57,7 @@ fn block_handles_options(opts: &mut Options, _: &StorageConfig) {
     opts.optimize_for_point_lookup(64);
     // The table is only ever read by key, never iterated: a hashed memtable (buckets by the whole 32-byte
     // key) makes a write O(1) instead of a skiplist insert at a random position.
-    opts.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(
-        32,
-    ));
+    opts.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(32));
     opts.set_memtable_factory(rocksdb::MemtableFactory::HashSkipList {
         bucket_count: 1 << 20,
         height: 4,

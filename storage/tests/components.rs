@@ -126,8 +126,7 @@ async fn s19_startup_check_repairs_flags() {
         .collect();
     {
         let config = t.config.clone();
-        let db = regolith_storage::db::open(&config.root_dir.join("core"), &config, false)
-            .unwrap();
+        let db = regolith_storage::db::open(&config.root_dir.join("core"), &config, false).unwrap();
         let del = |id, ty| {
             db.delete::<BlockComponents>(&ComponentKey(BlockKey::of(id), ty))
                 .unwrap();
@@ -456,7 +455,10 @@ async fn a_failed_checked_block_batch_stores_no_part() {
             .components()
             .store_checked_block(&checked(&b), b.ref_by_mc_seqno)
             .await;
-        assert!(matches!(err, Err(StorageError::Kv(KvError::Injected(_)))), "{err:?}");
+        assert!(
+            matches!(err, Err(StorageError::Kv(KvError::Injected(_)))),
+            "{err:?}"
+        );
         let h = s.handles().load_handle(&b.id).unwrap().unwrap();
         assert!(!h.has_data() && !h.has_proof() && !h.has_queue_diff());
     }
@@ -489,8 +491,7 @@ async fn startup_check_reports_blocks_without_a_handle_and_deletes_nothing() {
         .collect();
     {
         let config = t.config.clone();
-        let db = regolith_storage::db::open(&config.root_dir.join("core"), &config, false)
-            .unwrap();
+        let db = regolith_storage::db::open(&config.root_dir.join("core"), &config, false).unwrap();
         for id in &lost {
             db.delete::<BlockHandles>(&StoredHash(id.root_hash))
                 .unwrap();

@@ -69,7 +69,10 @@ async fn a_crash_after_the_temp_file_leaves_no_state_and_the_temp_file_is_remove
             .persistent_states()
             .store(&id, StateKind::Shard, b"state")
             .unwrap_err();
-        assert!(matches!(err, StorageError::Kv(KvError::Injected(_))), "{err}");
+        assert!(
+            matches!(err, StorageError::Kv(KvError::Injected(_))),
+            "{err}"
+        );
         assert_eq!(
             s.persistent_states().get(&id, StateKind::Shard).unwrap(),
             None
