@@ -91,3 +91,22 @@ impl Codec for Empty {
         Ok(Self)
     }
 }
+
+/// A key that is a fixed name (rows of settings or single values: `db_version`, `last_mc_block`, …), stored
+/// as the name's bytes. Such tables are read by name and never enumerated, so stored names do not decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NameKey(pub &'static str);
+
+impl Codec for NameKey {
+    type Encoded<'a> = &'a [u8];
+
+    fn encode(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+
+    fn decode(_: &[u8]) -> Result<Self, DecodeError> {
+        Err(DecodeError(
+            "a table keyed by names is read by name, not enumerated".into(),
+        ))
+    }
+}

@@ -153,29 +153,30 @@ impl Engine for OptimisticTransactionDB {
     engine_common!();
 }
 
-/// How a database is opened.
-#[derive(Clone)]
+/// How a database is opened (the database is created if missing, with every table of its schema).
+#[derive(Debug, Clone)]
 pub struct DbOptions {
-    /// Database-wide RocksDB options (`create_if_missing` and `create_missing_column_families` are set).
-    pub options: Options,
     /// Open read-only (plain databases only); writes fail.
     pub read_only: bool,
     /// Every write waits for the WAL fsync.
     pub sync: bool,
+    /// Several writers may insert into a memtable at once; off for a schema with a table whose memtable
+    /// takes one writer at a time (a hashed memtable).
+    pub concurrent_memtable_write: bool,
 }
 
 impl Default for DbOptions {
     fn default() -> Self {
-        let mut options = Options::default();
-        options.set_max_background_jobs(2);
-        options.set_keep_log_file_num(2);
         Self {
-            options,
             read_only: false,
             sync: false,
+            concurrent_memtable_write: true,
         }
     }
 }
+
+/// A database whose writes can also go through optimistic transactions ([`Db::transaction`]).
+pub type TransactionDb<S> = Db<S, OptimisticTransactionDB>;
 
 /// A raw row of some table, for byte-level comparisons in tests and tools.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,10 +201,14 @@ impl<S: Schema, E: Engine> Db<S, E> {
     /// Opens (creating if missing) the database at `path` with every table of `S`, each with its options.
     pub fn open(path: &Path, config: &S::Config, options: DbOptions) -> Result<Self> {
         let DbOptions {
-            options: mut db_options,
             read_only,
             sync,
+            concurrent_memtable_write,
         } = options;
+        let mut db_options = Options::default();
+        db_options.set_max_background_jobs(2);
+        db_options.set_keep_log_file_num(2);
+        db_options.set_allow_concurrent_memtable_write(concurrent_memtable_write);
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);
         let cfs = S::TABLES

@@ -5,12 +5,17 @@
 //! - [`Table`] and [`tables!`]: a column family declared with its name, key and value types and its RocksDB
 //!   options; a [`Schema`] is the set of tables of one database.
 //! - [`Db`]: the one database wrapper: typed get, put, merge, delete, batches with range deletes, typed
-//!   iteration, owned snapshots and iterators, and (for [`rocksdb::OptimisticTransactionDB`]) transactions.
+//!   iteration, owned snapshots and iterators, and (for a [`TransactionDb`]) transactions.
+//! - [`Database`]: a [`Db`] with the fail points of the crate that owns it (each crate's database is one).
 //! - [`FailPoint`]: failure injection for tests, armed only with the `test-utils` feature.
 //!
-//! A stored row that does not decode is [`KvError::Corruption`], naming the table and the key.
+//! A stored row that does not decode is [`KvError::Corruption`], naming the table and the key; a failure of
+//! RocksDB is [`KvError::Db`] (or [`KvError::Locked`] when another process holds the database), with what was
+//! being done. RocksDB's own types do not appear in this API beyond the options of a table (`TableDef`), which
+//! a crate that tunes its tables builds with its own `rocksdb` dependency.
 
 mod codec;
+mod database;
 mod db;
 mod error;
 mod fail;
@@ -19,14 +24,12 @@ mod snapshot;
 mod table;
 mod txn;
 
-pub use codec::{Codec, DecodeError, Empty, RawBytes};
-pub use db::{Batch, Db, DbOptions, Engine, Pinned, RawRow};
-pub use error::{KvError, Result};
+pub use codec::{Codec, DecodeError, Empty, NameKey, RawBytes};
+pub use database::Database;
+pub use db::{Batch, Db, DbOptions, Engine, Pinned, RawRow, TransactionDb};
+pub use error::{DbError, KvError, Result};
 pub use fail::FailPoint;
 pub use iter::{Iter, KeyRange, Keys};
 pub use snapshot::{OwnedIter, Snapshot};
 pub use table::{Schema, Table, TableDef};
 pub use txn::Txn;
-
-/// Re-exported so that table declarations can name RocksDB options without depending on `rocksdb`.
-pub use rocksdb;

@@ -20,6 +20,13 @@ pub struct TableDef<C: 'static> {
     pub options: fn(&mut Options, &C),
 }
 
+impl<C: 'static> TableDef<C> {
+    /// The options of a table that keeps RocksDB's defaults.
+    pub const DEFAULT_OPTIONS: fn(&mut Options, &C) = keep_defaults::<C>;
+}
+
+fn keep_defaults<C>(_: &mut Options, _: &C) {}
+
 /// A column family with its key and value types.
 pub trait Table: 'static {
     /// The database it belongs to.
@@ -30,8 +37,6 @@ pub trait Table: 'static {
     type Key: Codec;
     /// Value type.
     type Value: Codec;
-    /// Sets the table's RocksDB options.
-    fn options(options: &mut Options, config: &<Self::Schema as Schema>::Config);
 }
 
 /// Declares a schema and its tables; the tables get the visibility written before `schema`.
@@ -39,7 +44,7 @@ pub trait Table: 'static {
 /// ```
 /// use regolith_kv::{tables, Empty, RawBytes};
 ///
-/// fn tuned(options: &mut regolith_kv::rocksdb::Options, _: &()) {
+/// fn tuned(options: &mut rocksdb::Options, _: &()) {
 ///     options.optimize_for_point_lookup(16);
 /// }
 ///
@@ -67,7 +72,7 @@ macro_rules! tables {
             const TABLES: &'static [$crate::TableDef<$config>] = &[$(
                 $crate::TableDef {
                     name: $cf,
-                    options: <$name as $crate::Table>::options,
+                    options: $crate::__table_options!($config $(, $options)?),
                 }
             ),*];
         }
@@ -82,11 +87,19 @@ macro_rules! tables {
                 const NAME: &'static str = $cf;
                 type Key = $key;
                 type Value = $value;
-                #[allow(unused_variables)]
-                fn options(options: &mut $crate::rocksdb::Options, config: &$config) {
-                    $($options(options, config);)?
-                }
             }
         )*
+    };
+}
+
+/// The options function of a table in [`tables!`]: the one given, or [`TableDef::DEFAULT_OPTIONS`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __table_options {
+    ($config:ty) => {
+        $crate::TableDef::<$config>::DEFAULT_OPTIONS
+    };
+    ($config:ty, $options:path) => {
+        $options
     };
 }

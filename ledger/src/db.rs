@@ -6,11 +6,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use regolith_kv::rocksdb::OptimisticTransactionDB;
-use regolith_kv::{Db, DbOptions, KeyRange, RawBytes, Table, Txn};
+use regolith_kv::{DbOptions, KeyRange, NameKey, RawBytes, Table, TransactionDb, Txn};
 
 use crate::error::{LedgerError, Result};
-use crate::tables::{self, LedgerTables, MetaKey};
+use crate::tables::{self, LedgerTables};
 
 /// Layout version of the database, stored under `meta/db_version`.
 pub const DB_VERSION: u8 = 1;
@@ -28,7 +27,7 @@ pub(crate) enum TxnStep<R> {
 
 /// The ledger database with typed tables.
 pub(crate) struct LedgerDb {
-    db: Db<LedgerTables, OptimisticTransactionDB>,
+    db: TransactionDb<LedgerTables>,
     commit_retries: AtomicU64,
 }
 
@@ -39,13 +38,7 @@ impl LedgerDb {
             sync,
             ..DbOptions::default()
         };
-        let db = Db::open(path, &(), options).map_err(|e| match e {
-            regolith_kv::KvError::Db { source, .. } => LedgerError::Db {
-                context: format!("opening the ledger database at {}", path.display()),
-                source,
-            },
-            other => other.into(),
-        })?;
+        let db = TransactionDb::open(path, &(), options)?;
         let this = Self {
             db,
             commit_retries: AtomicU64::new(0),
@@ -55,7 +48,7 @@ impl LedgerDb {
     }
 
     fn check_version(&self) -> Result<()> {
-        const KEY: MetaKey = MetaKey("db_version");
+        const KEY: NameKey = NameKey("db_version");
         match self.db.get::<tables::Meta>(&KEY)? {
             Some(RawBytes(bytes)) => match bytes.as_slice() {
                 [found] if *found == DB_VERSION => Ok(()),

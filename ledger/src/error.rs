@@ -4,15 +4,10 @@
 /// Everything the ledger can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    /// RocksDB failed; `context` says during what.
-    #[error("database error while {context}: {source}")]
-    Db {
-        /// What was being done.
-        context: String,
-        /// The RocksDB error.
-        #[source]
-        source: regolith_kv::rocksdb::Error,
-    },
+    /// The database failed (with what was being done) or a stored row does not decode (with its table and
+    /// key).
+    #[error(transparent)]
+    Kv(#[from] regolith_kv::KvError),
     /// A stored row could not be decoded (`what` names the table and the key).
     #[error("corrupted {what}: {reason}")]
     Corruption {
@@ -52,22 +47,6 @@ impl LedgerError {
         Self::Corruption {
             what: what.into(),
             reason: reason.to_string(),
-        }
-    }
-}
-
-impl From<regolith_kv::KvError> for LedgerError {
-    fn from(e: regolith_kv::KvError) -> Self {
-        match e {
-            regolith_kv::KvError::Db { context, source } => Self::Db { context, source },
-            regolith_kv::KvError::Corruption { table, key, reason } => Self::Corruption {
-                what: format!("row of {table} (key {key})"),
-                reason,
-            },
-            regolith_kv::KvError::Injected(point) => Self::Corruption {
-                what: "injected failure".into(),
-                reason: point.into(),
-            },
         }
     }
 }

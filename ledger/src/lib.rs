@@ -44,4 +44,5 @@ pub use floor::{FloorChange, FloorRecord};
 pub use ledger::{Ledger, LedgerOptions};
 pub use outcome::{Decision, Outcome, OutcomeKind, RecordedOutcome, Stage};
 pub use records::{ConflictRecord, CurrentRecord, Export, HistoryEntry, ProcessedDelivery, RawRow};
+pub use regolith_kv::KvError;
 pub use stats::{RecordedCounts, SessionStats, Stats};

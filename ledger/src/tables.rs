@@ -5,7 +5,7 @@
 //! Integers inside keys are big-endian so that byte order is numeric order; integers inside values are
 //! little-endian. Strings inside keys are length-prefixed (u32 BE) so no key is a prefix of another course's.
 
-use regolith_kv::{tables, Codec, DecodeError};
+use regolith_kv::{tables, Codec, DecodeError, NameKey};
 pub(crate) use regolith_kv::{Empty, RawBytes};
 
 use crate::delivery::Digest;
@@ -18,7 +18,7 @@ tables! {
     /// The tables of the `ledger` database.
     pub(crate) schema LedgerTables(());
     /// Database metadata: ASCII name → value (`db_version`: 1 byte, [`crate::db::DB_VERSION`]).
-    Meta: "meta", MetaKey => RawBytes;
+    Meta: "meta", NameKey => RawBytes;
     /// Processed deliveries (§2 rule 1): delivery key (32) → outcome code (1) ‖ context id (32) ‖
     /// has sequence (1) ‖ sequence u64 LE (8) ‖ edition u64 LE (8) ‖ digest (32) ‖ recorded at ms u64 LE (8) ‖
     /// course (u32 LE length ‖ UTF-8). Only decided deliveries are here: never rejected or below-floor ones.
@@ -39,20 +39,6 @@ tables! {
     /// Proven-closed floors per transport context (§4): context id (32) → floor u64 LE (8) ‖ raised at ms
     /// u64 LE (8) ‖ pruned in total u64 LE (8) ‖ the context's four fields (each u32 LE length ‖ UTF-8).
     Floors: "floors", ContextId => FloorRow;
-}
-
-/// A metadata key name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct MetaKey(pub &'static str);
-
-impl Codec for MetaKey {
-    type Encoded<'a> = &'a [u8];
-    fn encode(&self) -> &[u8] {
-        self.0.as_bytes()
-    }
-    fn decode(_: &[u8]) -> Result<Self> {
-        Err(DecodeError::new("meta key: meta keys are not enumerated"))
-    }
 }
 
 impl Codec for DeliveryKey {

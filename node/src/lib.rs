@@ -45,7 +45,7 @@ pub fn open_storage(config: regolith_storage::StorageConfig) -> Result<regolith_
 fn open_storage_only(config: regolith_storage::StorageConfig) -> Result<regolith_storage::Storage> {
     let root = config.root_dir.clone();
     regolith_storage::Storage::open(config).map_err(|e| {
-        if e.to_string().contains("lock") {
+        if e.is_locked() {
             anyhow::anyhow!(
                 "{e}\n(is a regolith node already running on {}? stop it first)",
                 root.display()

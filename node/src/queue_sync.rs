@@ -33,7 +33,7 @@ pub async fn start(
         .load_zerostate_id()?
         .ok_or_else(|| anyhow!("the data directory has no zerostate id (was it initialised?)"))?;
     let queue_storage = QueueStorage::open(data_root).map_err(|e| {
-        if e.to_string().contains("lock") {
+        if e.is_locked() {
             anyhow!(
                 "{e}\n(is a regolith node already running on {}? stop it first)",
                 data_root.display()

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use regolith_kv::rocksdb::Cache;
-use regolith_kv::{Db, DbOptions, FailPoint};
+use regolith_kv::{Database, DbOptions, FailPoint};
+use rocksdb::Cache;
 
 use crate::error::{QueueError, Result};
 use crate::tables::QueueTables;
@@ -28,26 +28,8 @@ pub struct FailPoints {
     pub gc_tick_panic: FailPoint,
 }
 
-/// The queue database with typed tables.
-pub struct QueueDb {
-    db: Db<QueueTables>,
-    /// Failure injection for tests.
-    pub fail_points: FailPoints,
-}
-
-impl std::ops::Deref for QueueDb {
-    type Target = Db<QueueTables>;
-
-    fn deref(&self) -> &Db<QueueTables> {
-        &self.db
-    }
-}
-
-impl AsRef<Db<QueueTables>> for QueueDb {
-    fn as_ref(&self) -> &Db<QueueTables> {
-        &self.db
-    }
-}
+/// The queue database with typed tables (dereferences to the [`regolith_kv::Db`]) and its fail points.
+pub type QueueDb = Database<QueueTables, FailPoints>;
 
 /// A snapshot of the queue database that keeps it alive.
 pub type QueueSnapshot = regolith_kv::Snapshot<QueueTables, QueueDb>;
@@ -55,43 +37,24 @@ pub type QueueSnapshot = regolith_kv::Snapshot<QueueTables, QueueDb>;
 /// An iterator over one table that owns its snapshot.
 pub type OwnedIter<T> = regolith_kv::OwnedIter<T, QueueDb>;
 
-impl QueueDb {
-    /// Opens (creating if missing) the database at `path` with its seven families plus `default`.
-    pub fn open(path: &Path) -> Result<Self> {
-        let cache = Cache::new_lru_cache(BLOCK_CACHE_BYTES);
-        Ok(Self {
-            db: Db::open(path, &cache, DbOptions::default())?,
-            fail_points: FailPoints::default(),
-        })
-    }
+/// Opens (creating if missing) the database at `path` with its seven families plus `default`.
+pub(crate) fn open(path: &Path) -> Result<QueueDb> {
+    let cache = Cache::new_lru_cache(BLOCK_CACHE_BYTES);
+    Ok(Database::open(path, &cache, DbOptions::default())?)
+}
 
-    /// Opens an existing database read-only (tools beside a running node); writes fail.
-    pub fn open_read_only(path: &Path) -> Result<Self> {
-        if !path.join("CURRENT").is_file() {
-            return Err(QueueError::Io {
-                context: format!("opening the queue database {}", path.display()),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no database there"),
-            });
-        }
-        let cache = Cache::new_lru_cache(16 << 20);
-        let options = DbOptions {
-            options: Default::default(),
-            read_only: true,
-            sync: false,
-        };
-        Ok(Self {
-            db: Db::open(path, &cache, options)?,
-            fail_points: FailPoints::default(),
-        })
+/// Opens an existing database read-only (tools beside a running node); writes fail.
+pub(crate) fn open_read_only(path: &Path) -> Result<QueueDb> {
+    if !path.join("CURRENT").is_file() {
+        return Err(QueueError::Io {
+            context: format!("opening the queue database {}", path.display()),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no database there"),
+        });
     }
-
-    /// Every (table, key, value) of every table, for byte-level comparisons in tests and tools.
-    pub fn dump(&self) -> Vec<(String, Vec<u8>, Vec<u8>)> {
-        self.db
-            .raw_rows()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|row| (row.table.to_string(), row.key, row.value))
-            .collect()
-    }
+    let cache = Cache::new_lru_cache(16 << 20);
+    let options = DbOptions {
+        read_only: true,
+        ..DbOptions::default()
+    };
+    Ok(Database::open(path, &cache, options)?)
 }

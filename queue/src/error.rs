@@ -1,7 +1,7 @@
 //! Errors of the internal message queue.
 
 use regolith_formats::{BlockId, FormatError, ShardIdent};
-use regolith_kv::rocksdb;
+use regolith_kv::KvError;
 use tycho_types::models::BlockIdShort;
 
 use crate::key::QueueKey;
@@ -126,15 +126,10 @@ pub enum QueueError {
         /// Why.
         reason: ImportFailure,
     },
-    /// RocksDB failed.
-    #[error("queue database error while {context}: {source}")]
-    Storage {
-        /// What was being done.
-        context: String,
-        /// The RocksDB error.
-        #[source]
-        source: rocksdb::Error,
-    },
+    /// The queue database failed (with what was being done), a stored row does not decode (with its table
+    /// and key), or a test injected a failure.
+    #[error("queue: {0}")]
+    Kv(#[from] KvError),
     /// A file operation failed.
     #[error("I/O error while {context}: {source}")]
     Io {
@@ -147,9 +142,6 @@ pub enum QueueError {
     /// The local configuration is not valid.
     #[error("invalid internal_queue config: {0}")]
     Config(String),
-    /// An injected failure (tests only).
-    #[error("injected failure at {0}")]
-    Injected(&'static str),
 }
 
 /// Why a queue-state import failed.
@@ -237,6 +229,11 @@ pub enum ImportFailure {
 }
 
 impl QueueError {
+    /// Whether the queue database is locked by another process (another node runs on the same directory).
+    pub fn is_locked(&self) -> bool {
+        matches!(self, Self::Kv(e) if e.is_locked())
+    }
+
     pub(crate) fn invalid(what: impl Into<String>) -> Self {
         Self::InvalidData { what: what.into() }
     }
@@ -246,18 +243,6 @@ impl From<FormatError> for QueueError {
     fn from(e: FormatError) -> Self {
         Self::InvalidData {
             what: e.to_string(),
-        }
-    }
-}
-
-impl From<regolith_kv::KvError> for QueueError {
-    fn from(e: regolith_kv::KvError) -> Self {
-        match e {
-            regolith_kv::KvError::Db { context, source } => Self::Storage { context, source },
-            regolith_kv::KvError::Corruption { table, key, reason } => Self::InvalidData {
-                what: format!("{table} row {key}: {reason}"),
-            },
-            regolith_kv::KvError::Injected(point) => Self::Injected(point),
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::db::{OwnedIter, QueueSnapshot};
 use crate::error::{QueueError, Result};
 use crate::key::{shard_contains, PartitionIdx, QueueKey, ShardRange};
 use crate::message::MessageValue;
-use regolith_kv::KeyRange;
+use regolith_kv::{KeyRange, KvError};
 
 use crate::tables::{MessageEntry, MessageKey, ShardIntMessages};
 
@@ -75,7 +75,11 @@ impl<V: MessageValue> QueueIterator<V> {
             match self.refill(index) {
                 Ok(()) => {}
                 // The bad entry was passed; the source continues on the next call.
-                Err(e @ (QueueError::Deserialize { .. } | QueueError::InvalidData { .. })) => {
+                Err(
+                    e @ (QueueError::Deserialize { .. }
+                    | QueueError::InvalidData { .. }
+                    | QueueError::Kv(KvError::Corruption { .. })),
+                ) => {
                     self.needs_refill.push(index);
                     return Some(Err(e));
                 }

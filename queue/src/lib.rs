@@ -52,6 +52,7 @@ pub use key::{BoundedShardRange, PartitionIdx, QueueKey, ShardRange};
 pub use message::{EnqueuedMessage, MessageValue};
 pub use overview::{DiffOverview, QueueOverview};
 pub use queue::{DynMessageQueue, MessageQueue, Queue, QueueFactory};
+pub use regolith_kv::KvError;
 pub use router::{PartitionRouter, RouterAddr, RouterHalf};
 pub use stats::{AccountStatistics, SeparatedStatistics};
 pub use storage::{QueueStorage, QUEUE_DB_DIR};

@@ -91,7 +91,7 @@ impl QueueStorage {
 
     /// Opens an existing `<data_dir>/int_queue` read-only, for tools beside a running node.
     pub fn open_read_only(data_dir: &Path) -> Result<Arc<Self>> {
-        let db = Arc::new(QueueDb::open_read_only(&data_dir.join(QUEUE_DB_DIR))?);
+        let db = Arc::new(crate::db::open_read_only(&data_dir.join(QUEUE_DB_DIR))?);
         Ok(Arc::new(Self {
             compactor: Compactor::start(db.clone()),
             db,
@@ -113,7 +113,7 @@ impl QueueStorage {
 
     /// Opens the queue database at exactly `path`.
     pub fn open_at(path: &Path) -> Result<Arc<Self>> {
-        let db = Arc::new(QueueDb::open(path)?);
+        let db = Arc::new(crate::db::open(path)?);
         Ok(Arc::new(Self {
             compactor: Compactor::start(db.clone()),
             db,
@@ -125,6 +125,17 @@ impl QueueStorage {
     /// The database.
     pub fn db(&self) -> &Arc<QueueDb> {
         &self.db
+    }
+
+    /// Every (table, key, value) of every table, for byte-level comparisons in tests.
+    #[cfg(feature = "test-utils")]
+    pub fn dump(&self) -> Vec<(String, Vec<u8>, Vec<u8>)> {
+        self.db
+            .raw_rows()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|row| (row.table.to_string(), row.key, row.value))
+            .collect()
     }
 
     /// A snapshot of the current state.

@@ -5,9 +5,9 @@
 
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
 
-use regolith_kv::rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options};
 use regolith_kv::{tables, DecodeError};
-pub use regolith_kv::{Codec, Table};
+pub use regolith_kv::{Codec, NameKey, Table};
+use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options};
 
 use crate::diff::CommitPointer;
 use crate::diff_info::DiffInfo;
@@ -34,7 +34,7 @@ tables! {
     IntMsgCommitPointer: "int_msg_commit_pointer", ShardKey => CommitPointer, options = point_options;
     /// Single values: ASCII `last_committed_mc_block_id` → BlockId, 80 B: shard (12, BE) ‖ seqno u32 BE ‖
     /// root_hash ‖ file_hash.
-    IntMsgVar: "int_msg_var", VarKey => BlockIdBe, options = point_options;
+    IntMsgVar: "int_msg_var", NameKey => BlockIdBe, options = point_options;
     /// GC bounds set by the last commit: partition (2, BE) ‖ source shard (12) = 14 B → inclusive bound
     /// queue key (40). Written in the commit's batch, so the bounds survive a restart (a deviation from
     /// queue.md §5.5, which keeps them in memory only: a node that restarts at its tip would otherwise never
@@ -97,7 +97,7 @@ pub const TAIL_KEY_LEN: usize = SHARD_LEN + QUEUE_KEY_LEN;
 /// Length of the value header of a message: dest workchain ‖ dest prefix LE.
 pub const MESSAGE_HEADER_LEN: usize = 9;
 /// The key of the last committed mc block in `int_msg_var`.
-pub const LAST_COMMITTED_MC_BLOCK_ID: VarKey = VarKey("last_committed_mc_block_id");
+pub const LAST_COMMITTED_MC_BLOCK_ID: NameKey = NameKey("last_committed_mc_block_id");
 
 fn check_len(what: &str, bytes: &[u8], len: usize) -> Result<()> {
     DecodeError::check_len(what, bytes, len)
@@ -456,20 +456,6 @@ impl Codec for QueueKey {
     fn decode(bytes: &[u8]) -> Result<Self> {
         check_len("queue key", bytes, QUEUE_KEY_LEN)?;
         part(QueueKey::from_bytes(bytes))
-    }
-}
-
-/// A named single value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VarKey(pub &'static str);
-
-impl Codec for VarKey {
-    type Encoded<'a> = &'a [u8];
-    fn encode(&self) -> &[u8] {
-        self.0.as_bytes()
-    }
-    fn decode(_: &[u8]) -> Result<Self> {
-        Err(DecodeError::new("var keys are not enumerated"))
     }
 }
 

@@ -513,7 +513,7 @@ fn commit_batch_failure_is_not_observable() {
                 &[top(mc_block(1), true, 1), top(block(SH, 1), true, 1)],
                 &[0, 1]
             ),
-            Err(QueueError::Injected(_))
+            Err(QueueError::Kv(regolith_queue::KvError::Injected(_)))
         ));
         assert!(q.gc_delete_until().is_empty());
         assert_eq!(env.dump(), before);
@@ -571,4 +571,13 @@ fn commits_in_order_equal_one_commit_after_another() {
     );
     assert_eq!(q.last_committed_mc_block().unwrap(), Some(mc_block(1)));
     assert!(q.diff_info(MC, 3, DiffZone::Uncommitted).unwrap().is_some());
+}
+
+#[test]
+fn a_second_open_of_a_held_queue_is_locked() {
+    let env = Env::new();
+    let err = regolith_queue::QueueStorage::open(&env.data_dir())
+        .err()
+        .expect("a second open while the first is held must fail");
+    assert!(err.is_locked(), "{err:?}");
 }

@@ -548,7 +548,7 @@ fn apply_batch_failure_is_not_observable() {
         q.storage().db().fail_points.apply_batch.arm();
         assert!(matches!(
             apply(q, SH, 1, msgs(1..=10, &b1(), &m1()), None),
-            Err(QueueError::Injected(_))
+            Err(QueueError::Kv(regolith_queue::KvError::Injected(_)))
         ));
         assert!(env.dump().is_empty());
     }

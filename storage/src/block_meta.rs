@@ -265,7 +265,7 @@ impl BlockMeta {
 pub(crate) fn block_meta_merge(
     _key: &[u8],
     existing: Option<&[u8]>,
-    operands: &regolith_kv::rocksdb::MergeOperands,
+    operands: &rocksdb::MergeOperands,
 ) -> Option<Vec<u8>> {
     let mut result: Option<MetaSnapshot> = match existing {
         Some(v) => Some(MetaSnapshot::decode(v).ok()?),

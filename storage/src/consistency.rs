@@ -2,7 +2,7 @@
 //! id rows without a handle are reported, not deleted (a deviation from §7.7 item 4, issue #18).
 
 use regolith_formats::archive::ArchiveEntryType;
-use regolith_kv::Batch;
+use regolith_kv::{Batch, KvError};
 
 use crate::block_meta::BlockFlags;
 use crate::db::CoreDb;
@@ -58,12 +58,16 @@ pub(crate) fn check(db: &CoreDb, repair: bool) -> Result<ConsistencyStats> {
 
         let meta = db
             .get::<BlockHandles>(&StoredHash(key.root_hash()))
-            .map_err(|e| match StorageError::from(e) {
-                StorageError::Corruption { what, reason } => StorageError::Corruption {
-                    what: format!("block meta of {key:?} ({what})"),
+            .map_err(|e| match e {
+                KvError::Corruption {
+                    table,
+                    key: row_key,
+                    reason,
+                } => StorageError::Corruption {
+                    what: format!("block meta of {key:?} (row of {table} (key {row_key}))"),
                     reason,
                 },
-                other => other,
+                other => other.into(),
             })?;
         match meta {
             None => {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use regolith_kv::{Db, DbOptions, FailPoint};
+use regolith_kv::{Database, DbOptions, FailPoint};
 
 use crate::config::StorageConfig;
 use crate::error::Result;
@@ -25,39 +25,16 @@ pub struct FailPoints {
     pub state_after_rename: FailPoint,
 }
 
-/// The `core` database with typed tables (dereferences to the [`Db`]) and its fail points.
-pub struct CoreDb {
-    db: Db<CoreTables>,
-    /// Failure injection for tests.
-    pub fail_points: FailPoints,
-}
+/// The `core` database with typed tables (dereferences to the [`regolith_kv::Db`]) and its fail points.
+pub type CoreDb = Database<CoreTables, FailPoints>;
 
-impl std::ops::Deref for CoreDb {
-    type Target = Db<CoreTables>;
-
-    fn deref(&self) -> &Db<CoreTables> {
-        &self.db
-    }
-}
-
-impl AsRef<Db<CoreTables>> for CoreDb {
-    fn as_ref(&self) -> &Db<CoreTables> {
-        &self.db
-    }
-}
-
-impl CoreDb {
-    /// Opens (creating if missing) the database at `path`.
-    pub fn open(path: &Path, config: &StorageConfig, read_only: bool) -> Result<Self> {
-        let mut options = DbOptions {
-            read_only,
-            ..DbOptions::default()
-        };
+/// Opens (creating if missing) the `core` database at `path`.
+pub fn open(path: &Path, config: &StorageConfig, read_only: bool) -> Result<CoreDb> {
+    let options = DbOptions {
+        read_only,
         // `block_handles` has a hashed memtable, which takes inserts from one writer at a time.
-        options.options.set_allow_concurrent_memtable_write(false);
-        Ok(Self {
-            db: Db::open(path, config, options)?,
-            fail_points: FailPoints::default(),
-        })
-    }
+        concurrent_memtable_write: false,
+        ..DbOptions::default()
+    };
+    Ok(Database::open(path, config, options)?)
 }

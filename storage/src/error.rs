@@ -1,19 +1,15 @@
 //! Errors of the block storage.
 
 use regolith_formats::{BlockError, BlockId, FormatError};
+use regolith_kv::KvError;
 
 /// Everything the block storage can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
-    /// RocksDB failed; `context` says during what.
-    #[error("database error while {context}: {source}")]
-    Db {
-        /// What was being done.
-        context: String,
-        /// The RocksDB error.
-        #[source]
-        source: regolith_kv::rocksdb::Error,
-    },
+    /// The database failed (with what was being done), a stored row does not decode (with its table and
+    /// key), or a test injected a failure.
+    #[error(transparent)]
+    Kv(#[from] KvError),
     /// A file operation failed.
     #[error("I/O error while {context}: {source}")]
     Io {
@@ -109,15 +105,17 @@ pub enum StorageError {
         /// This build's version.
         expected: [u8; 3],
     },
-    /// An injected failure (tests only).
-    #[error("injected failure at {0}")]
-    Injected(&'static str),
 }
 
 impl StorageError {
     pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
         let context = context.into();
         move |source| Self::Io { context, source }
+    }
+
+    /// Whether the database is locked by another process (another node runs on the same directory).
+    pub fn is_locked(&self) -> bool {
+        matches!(self, Self::Kv(e) if e.is_locked())
     }
 
     pub(crate) fn corruption(what: impl Into<String>, reason: impl std::fmt::Display) -> Self {
@@ -142,19 +140,6 @@ impl From<BlockError> for StorageError {
         Self::InvalidData {
             what: "block".into(),
             reason: e.to_string(),
-        }
-    }
-}
-
-impl From<regolith_kv::KvError> for StorageError {
-    fn from(e: regolith_kv::KvError) -> Self {
-        match e {
-            regolith_kv::KvError::Db { context, source } => Self::Db { context, source },
-            regolith_kv::KvError::Corruption { table, key, reason } => Self::Corruption {
-                what: format!("row of {table} (key {key})"),
-                reason,
-            },
-            regolith_kv::KvError::Injected(point) => Self::Injected(point),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Block GC (storage.md §9): removal of whole blocks below a target, in crash-safe chunks.
 
 use regolith_formats::{BlockId, BlockKey, ShardIdent};
-use regolith_kv::Batch;
+use regolith_kv::{Batch, KvError};
 
 use crate::block_cache::BlockCache;
 use crate::block_handle::HandleCache;
@@ -102,12 +102,19 @@ pub(crate) fn remove_blocks(
             let (StoredBlockKey(key), StoredHash(file_hash)) = row?;
             let flags = db
                 .get::<BlockHandles>(&StoredHash(key.root_hash()))
-                .map_err(|e| match StorageError::from(e) {
-                    StorageError::Corruption { what, reason } => StorageError::Corruption {
-                        what: format!("{what}, block key {}", hex::encode(key.as_bytes())),
+                .map_err(|e| match e {
+                    KvError::Corruption {
+                        table,
+                        key: row_key,
+                        reason,
+                    } => StorageError::Corruption {
+                        what: format!(
+                            "row of {table} (key {row_key}), block key {}",
+                            hex::encode(key.as_bytes())
+                        ),
                         reason,
                     },
-                    other => other,
+                    other => other.into(),
                 })?
                 .map(|meta| meta.flags);
             if keeps_block(&key.shard()?, key.seqno(), flags, target, shard_heights) {

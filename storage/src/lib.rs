@@ -41,4 +41,5 @@ pub use persistent_state::{
     STATE_CHUNK_SIZE,
 };
 pub use regolith_formats::persistent_state::{StateKind, StatePart};
+pub use regolith_kv::KvError;
 pub use storage::{OpenStats, Storage};

@@ -6,14 +6,14 @@ use regolith_formats::{decode_block_id, encode_block_id, BlockId};
 
 use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
-use crate::tables::{RawBytes, State, StateKey};
+use crate::tables::{NameKey, RawBytes, State};
 
-const LAST_MC_BLOCK: StateKey = StateKey("last_mc_block");
-const INIT_MC_BLOCK: StateKey = StateKey("init_mc_block");
-const ZEROSTATE_ID: StateKey = StateKey("zerostate_id");
+const LAST_MC_BLOCK: NameKey = NameKey("last_mc_block");
+const INIT_MC_BLOCK: NameKey = NameKey("init_mc_block");
+const ZEROSTATE_ID: NameKey = NameKey("zerostate_id");
 /// The key of the zerostate proof.
-pub const ZEROSTATE_PROOF: StateKey = StateKey("zerostate_proof");
-const DB_VERSION: StateKey = StateKey("db_version");
+pub const ZEROSTATE_PROOF: NameKey = NameKey("zerostate_proof");
+const DB_VERSION: NameKey = NameKey("db_version");
 
 /// The version this build writes and accepts.
 pub const DB_VERSION_CURRENT: [u8; 3] = [0, 1, 0];
@@ -28,7 +28,7 @@ impl NodeStateStorage {
         Self { db }
     }
 
-    fn get_id(&self, key: StateKey) -> Result<Option<BlockId>> {
+    fn get_id(&self, key: NameKey) -> Result<Option<BlockId>> {
         match self.db.get::<State>(&key)? {
             Some(raw) => decode_block_id(&raw.0)
                 .map(Some)
@@ -37,7 +37,7 @@ impl NodeStateStorage {
         }
     }
 
-    fn set_id(&self, key: StateKey, id: &BlockId) -> Result<()> {
+    fn set_id(&self, key: NameKey, id: &BlockId) -> Result<()> {
         Ok(self
             .db
             .put::<State>(&key, &RawBytes(encode_block_id(id).to_vec()))?)

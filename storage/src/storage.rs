@@ -67,7 +67,7 @@ impl Storage {
             std::fs::create_dir_all(&core_dir)
                 .map_err(StorageError::io(format!("creating {}", core_dir.display())))?;
         }
-        let db = Arc::new(CoreDb::open(&core_dir, &config, read_only)?);
+        let db = Arc::new(crate::db::open(&core_dir, &config, read_only)?);
         let node_state = NodeStateStorage::new(db.clone());
         node_state.check_db_version(read_only)?;
 

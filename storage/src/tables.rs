@@ -10,9 +10,9 @@ use regolith_formats::archive::ArchiveEntryType;
 use regolith_formats::{
     decode_block_id, encode_block_id, BlockId, BlockKey, HashBytes, BLOCK_ID_LEN, BLOCK_KEY_LEN,
 };
-use regolith_kv::rocksdb::{BlockBasedOptions, DBCompressionType, MergeOperands, Options};
 use regolith_kv::{tables, DecodeError};
-pub use regolith_kv::{Codec, KeyRange, RawBytes, Table};
+pub use regolith_kv::{Codec, KeyRange, NameKey, RawBytes, Table};
+use rocksdb::{BlockBasedOptions, DBCompressionType, MergeOperands, Options};
 
 use crate::block_meta::{block_meta_merge, MetaSnapshot, META_LEN};
 use crate::config::StorageConfig;
@@ -24,7 +24,7 @@ tables! {
     pub schema CoreTables(StorageConfig);
     /// Node state: ASCII names → values (`last_mc_block`, `init_mc_block`, `zerostate_id`: 80-byte ids;
     /// `zerostate_proof`: raw bytes; `db_version`: 3-byte semver).
-    State: "state", StateKey => RawBytes;
+    State: "state", NameKey => RawBytes;
     /// Block meta: root hash (32) → 12-byte meta (§2.4), merged with `block_meta_merge`; point-lookup
     /// tuned.
     BlockHandles: "block_handles", StoredHash => MetaSnapshot, options = block_handles_options;
@@ -57,10 +57,8 @@ fn block_handles_options(opts: &mut Options, _: &StorageConfig) {
     opts.optimize_for_point_lookup(64);
     // The table is only ever read by key, never iterated: a hashed memtable (buckets by the whole 32-byte
     // key) makes a write O(1) instead of a skiplist insert at a random position.
-    opts.set_prefix_extractor(regolith_kv::rocksdb::SliceTransform::create_fixed_prefix(
-        32,
-    ));
-    opts.set_memtable_factory(regolith_kv::rocksdb::MemtableFactory::HashSkipList {
+    opts.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(32));
+    opts.set_memtable_factory(rocksdb::MemtableFactory::HashSkipList {
         bucket_count: 1 << 20,
         height: 4,
         branching_factor: 4,
@@ -74,7 +72,7 @@ fn block_ids_options(opts: &mut Options, _: &StorageConfig) {
     let mut block = BlockBasedOptions::default();
     block.set_bloom_filter(10.0, false);
     block.set_whole_key_filtering(true);
-    block.set_data_block_index_type(regolith_kv::rocksdb::DataBlockIndexType::BinaryAndHash);
+    block.set_data_block_index_type(rocksdb::DataBlockIndexType::BinaryAndHash);
     block.set_data_block_hash_ratio(0.75);
     opts.set_block_based_table_factory(&block);
     opts.set_memtable_prefix_bloom_ratio(0.02);
@@ -113,20 +111,6 @@ fn archive_ids_concat(
 }
 
 type Result<T, E = DecodeError> = std::result::Result<T, E>;
-
-/// A state key name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StateKey(pub &'static str);
-
-impl Codec for StateKey {
-    type Encoded<'a> = &'a [u8];
-    fn encode(&self) -> &[u8] {
-        self.0.as_bytes()
-    }
-    fn decode(_: &[u8]) -> Result<Self> {
-        Err(DecodeError::new("state key: state keys are not enumerated"))
-    }
-}
 
 /// A 32-byte hash as stored: the root hash keying `block_handles`, the file hash of `block_ids`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -10,7 +10,7 @@ use regolith_formats::archive::ArchiveEntryType;
 use regolith_formats::block_id::parse_block_id;
 use regolith_formats::{BlockKey, ShardIdent};
 use regolith_storage::tables::{BlockComponents, BlockHandles, ComponentKey, StoredHash};
-use regolith_storage::{BlockFlags, MaybeExistingHandle, StorageError};
+use regolith_storage::{BlockFlags, KvError, MaybeExistingHandle, StorageError};
 
 fn block_fixture() -> (regolith_formats::BlockId, Vec<u8>) {
     let text = String::from_utf8(fixture("block_id.txt")).unwrap();
@@ -96,7 +96,7 @@ async fn s18_failed_component_batch() {
             .components()
             .store_block_data(&id, Bytes::from(raw.clone()), meta(1))
             .await;
-        assert!(matches!(err, Err(StorageError::Injected(_))));
+        assert!(matches!(err, Err(StorageError::Kv(KvError::Injected(_)))));
         let h = s.handles().load_handle(&id).unwrap().unwrap();
         assert!(!h.has_data(), "no in-memory flag after a failed batch");
     }
@@ -126,8 +126,7 @@ async fn s19_startup_check_repairs_flags() {
         .collect();
     {
         let config = t.config.clone();
-        let db = regolith_storage::db::CoreDb::open(&config.root_dir.join("core"), &config, false)
-            .unwrap();
+        let db = regolith_storage::db::open(&config.root_dir.join("core"), &config, false).unwrap();
         let del = |id, ty| {
             db.delete::<BlockComponents>(&ComponentKey(BlockKey::of(id), ty))
                 .unwrap();
@@ -456,7 +455,10 @@ async fn a_failed_checked_block_batch_stores_no_part() {
             .components()
             .store_checked_block(&checked(&b), b.ref_by_mc_seqno)
             .await;
-        assert!(matches!(err, Err(StorageError::Injected(_))), "{err:?}");
+        assert!(
+            matches!(err, Err(StorageError::Kv(KvError::Injected(_)))),
+            "{err:?}"
+        );
         let h = s.handles().load_handle(&b.id).unwrap().unwrap();
         assert!(!h.has_data() && !h.has_proof() && !h.has_queue_diff());
     }
@@ -489,8 +491,7 @@ async fn startup_check_reports_blocks_without_a_handle_and_deletes_nothing() {
         .collect();
     {
         let config = t.config.clone();
-        let db = regolith_storage::db::CoreDb::open(&config.root_dir.join("core"), &config, false)
-            .unwrap();
+        let db = regolith_storage::db::open(&config.root_dir.join("core"), &config, false).unwrap();
         for id in &lost {
             db.delete::<BlockHandles>(&StoredHash(id.root_hash))
                 .unwrap();

@@ -9,7 +9,7 @@ use regolith_storage::tables::{
     BlockComponents, BlockConnections, BlockHandles, BlockIds, ComponentKey, ConnectionKey,
     KeyBlocks, SeqnoKey, StoredBlockId, StoredBlockKey, StoredHash,
 };
-use regolith_storage::{BlockGcStats, Direction, NewBlockMeta, Storage, StorageError};
+use regolith_storage::{BlockGcStats, Direction, KvError, NewBlockMeta, Storage, StorageError};
 
 /// Creates a block with three component rows and Prev1/Next1 rows.
 fn full_block(s: &Storage, id: &BlockId) -> regolith_storage::BlockHandle {
@@ -171,7 +171,7 @@ async fn s37_failed_gc_batch() {
         .s()
         .remove_blocks(70, vec![(ShardIdent::BASECHAIN, 50)])
         .await;
-    assert!(matches!(err, Err(StorageError::Injected(_))));
+    assert!(matches!(err, Err(StorageError::Kv(KvError::Injected(_)))));
     for id in mc.iter().chain(&sh) {
         assert!(present(t.s(), id), "{id} survives a failed GC batch");
     }

@@ -6,7 +6,7 @@ use common::*;
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
 use regolith_storage::tables::{BlockHandles, KeyRange, StoredHash};
 use regolith_storage::{
-    BlockFlags, BlockMeta, HandleStatus, MetaSnapshot, NewBlockMeta, StorageError,
+    BlockFlags, BlockMeta, HandleStatus, KvError, MetaSnapshot, NewBlockMeta, StorageError,
 };
 
 #[test]
@@ -294,11 +294,11 @@ fn corrupted_meta_is_an_error_not_a_panic() {
         .unwrap();
     assert!(matches!(
         t.s().handles().load_handle(&id),
-        Err(StorageError::Corruption { .. })
+        Err(StorageError::Kv(KvError::Corruption { .. }))
     ));
     assert!(matches!(
         t.s().handles().create_or_load_handle(&id, meta(1)),
-        Err(StorageError::Corruption { .. })
+        Err(StorageError::Kv(KvError::Corruption { .. }))
     ));
     // The startup check reports it instead of panicking.
     t.close();
@@ -306,4 +306,15 @@ fn corrupted_meta_is_an_error_not_a_panic() {
         .err()
         .expect("open must fail");
     assert!(err.to_string().contains("corrupted block meta"), "{err}");
+}
+
+#[test]
+fn a_second_open_of_a_held_data_dir_is_locked() {
+    let mut t = TempStorage::new();
+    let err = regolith_storage::Storage::open(t.config.clone())
+        .err()
+        .expect("a second open while the first is held must fail");
+    assert!(err.is_locked(), "{err:?}");
+    assert!(!StorageError::Timeout.is_locked());
+    t.reopen();
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use regolith_storage::{StateKind, StorageError};
+use regolith_storage::{KvError, StateKind, StorageError};
 
 fn temp_files(dir: &std::path::Path) -> Vec<String> {
     std::fs::read_dir(dir)
@@ -69,7 +69,10 @@ async fn a_crash_after_the_temp_file_leaves_no_state_and_the_temp_file_is_remove
             .persistent_states()
             .store(&id, StateKind::Shard, b"state")
             .unwrap_err();
-        assert!(matches!(err, StorageError::Injected(_)), "{err}");
+        assert!(
+            matches!(err, StorageError::Kv(KvError::Injected(_))),
+            "{err}"
+        );
         assert_eq!(
             s.persistent_states().get(&id, StateKind::Shard).unwrap(),
             None
@@ -147,7 +150,7 @@ async fn a_corrupted_record_is_an_error_not_a_missing_state() {
         .unwrap();
     assert!(matches!(
         s.persistent_states().get(&id, StateKind::Shard),
-        Err(StorageError::Corruption { .. })
+        Err(StorageError::Kv(KvError::Corruption { .. }))
     ));
     assert!(s.persistent_states().list().is_err());
 }

@@ -156,7 +156,7 @@ impl Env {
     }
 
     pub(crate) fn dump(&self) -> Vec<(String, Vec<u8>, Vec<u8>)> {
-        self.q().storage().db().dump()
+        self.q().storage().dump()
     }
 
     pub(crate) fn count(&self, table: &str) -> usize {
