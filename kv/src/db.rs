@@ -178,6 +178,7 @@ impl Default for DbOptions {
 /// A database whose writes can also go through optimistic transactions ([`Db::transaction`]).
 pub type TransactionDb<S> = Db<S, OptimisticTransactionDB>;
 
+#[cfg(feature = "test-utils")]
 /// A raw row of some table, for byte-level comparisons in tests and tools.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawRow {
@@ -369,7 +370,9 @@ impl<S: Schema, E: Engine> Db<S, E> {
         Ok(())
     }
 
-    /// Every row of every table as raw bytes, tables in declaration order (tests and tools).
+    /// Every row of every table as raw bytes, tables in declaration order (byte-level comparisons in
+    /// tests).
+    #[cfg(feature = "test-utils")]
     pub fn raw_rows(&self) -> Result<Vec<RawRow>> {
         let mut rows = Vec::new();
         for table in S::TABLES {

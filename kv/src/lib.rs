@@ -26,7 +26,9 @@ mod txn;
 
 pub use codec::{Codec, DecodeError, Empty, NameKey, RawBytes};
 pub use database::Database;
-pub use db::{Batch, Db, DbOptions, Engine, Pinned, RawRow, TransactionDb};
+#[cfg(feature = "test-utils")]
+pub use db::RawRow;
+pub use db::{Batch, Db, DbOptions, Engine, Pinned, TransactionDb};
 pub use error::{DbError, KvError, Result};
 pub use fail::FailPoint;
 pub use iter::{Iter, KeyRange, Keys};

@@ -94,6 +94,7 @@ impl LedgerDb {
     }
 
     /// Every row of every table as raw bytes, tables in declaration order.
+    #[cfg(feature = "test-utils")]
     pub(crate) fn raw_rows(&self) -> Result<Vec<regolith_kv::RawRow>> {
         Ok(self.db.raw_rows()?)
     }

@@ -75,6 +75,7 @@ pub struct ProcessedDelivery {
 }
 
 /// One stored row as bytes.
+#[cfg(feature = "test-utils")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawRow {
     /// The table (column family).
@@ -179,8 +180,9 @@ impl Ledger {
         })
     }
 
-    /// Every row of every table as raw bytes, tables in declaration order (byte-level
-    /// audits and comparisons).
+    /// Every row of every table as raw bytes, tables in declaration order (byte-level comparisons in
+    /// tests).
+    #[cfg(feature = "test-utils")]
     pub fn raw_rows(&self) -> Result<Vec<RawRow>> {
         Ok(self
             .db

@@ -9,7 +9,7 @@ pub mod block_check;
 pub mod block_ref;
 pub mod chain_cmd;
 pub mod config;
-pub mod crash;
+mod crash;
 pub mod devnet;
 pub mod fixture;
 pub mod gc;

@@ -9,16 +9,18 @@
 //!   the node-start procedure, and the GC task;
 //! - [`diff_from_block`]: the diff of a block received from the network ([`diff_from_checked`] for a block
 //!   checked on the apply path, whose TL diff is already parsed and hashed);
-//! - `bench` (feature `bench`): the benchmark cases of queue.md §12, for `regolith bench queue`.
 
 mod apply;
-#[cfg(feature = "bench")]
-pub mod bench;
 mod block_diff;
 mod clear;
 mod commit;
 mod config;
+// The raw database and its tables are the crate's own; tests that check rows, arm fail points or run the
+// delete primitive directly reach them with `test-utils`.
+#[cfg(feature = "test-utils")]
 pub mod db;
+#[cfg(not(feature = "test-utils"))]
+mod db;
 mod delete;
 mod diff;
 mod diff_info;
@@ -34,13 +36,18 @@ mod router;
 mod start;
 mod stats;
 mod storage;
+#[cfg(feature = "test-utils")]
 pub mod tables;
+#[cfg(not(feature = "test-utils"))]
+mod tables;
 mod zone;
 
 pub use apply::PendingDiff;
 pub use block_diff::{diff_from_block, diff_from_checked, diff_from_out_msgs, BlockQueueDiff};
 pub use config::{QueueConfig, DEFAULT_GC_INTERVAL};
+#[cfg(feature = "test-utils")]
 pub use db::{FailPoints, QueueDb, QueueSnapshot};
+#[cfg(feature = "test-utils")]
 pub use delete::DeleteRange;
 pub use diff::{CommitPointer, DiffStatistics, PartitionCounts, QueueDiffWithMessages, TopBlock};
 pub use diff_info::DiffInfo;
@@ -58,6 +65,7 @@ pub use stats::{AccountStatistics, SeparatedStatistics};
 pub use storage::{QueueStorage, QUEUE_DB_DIR};
 pub use zone::DiffZone;
 
+#[cfg(feature = "test-utils")]
 impl QueueStorage {
     /// Runs the delete primitive (§5.5) directly: inclusive ranges, one batch, compaction afterwards.
     pub fn delete_ranges(&self, ranges: &[DeleteRange]) -> Result<()> {

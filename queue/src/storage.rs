@@ -122,8 +122,15 @@ impl QueueStorage {
         }))
     }
 
-    /// The database.
+    /// The raw database, for tests that check rows or arm fail points.
+    #[cfg(feature = "test-utils")]
     pub fn db(&self) -> &Arc<QueueDb> {
+        &self.db
+    }
+
+    /// The database.
+    #[cfg(not(feature = "test-utils"))]
+    pub(crate) fn db(&self) -> &Arc<QueueDb> {
         &self.db
     }
 
@@ -139,7 +146,7 @@ impl QueueStorage {
     }
 
     /// A snapshot of the current state.
-    pub fn snapshot(&self) -> Arc<QueueSnapshot> {
+    pub(crate) fn snapshot(&self) -> Arc<QueueSnapshot> {
         Arc::new(QueueSnapshot::new(self.db.clone()))
     }
 

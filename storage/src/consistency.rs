@@ -2,11 +2,11 @@
 //! id rows without a handle are reported, not deleted (a deviation from §7.7 item 4, issue #18).
 
 use regolith_formats::archive::ArchiveEntryType;
-use regolith_kv::{Batch, KvError};
+use regolith_kv::Batch;
 
 use crate::block_meta::BlockFlags;
 use crate::db::CoreDb;
-use crate::error::{Result, StorageError};
+use crate::error::Result;
 use crate::tables::{
     BlockComponents, BlockHandles, BlockIds, KeyRange, StoredBlockKey, StoredHash,
 };
@@ -56,19 +56,7 @@ pub(crate) fn check(db: &CoreDb, repair: bool) -> Result<ConsistencyStats> {
         }
         stats.blocks_checked += 1;
 
-        let meta = db
-            .get::<BlockHandles>(&StoredHash(key.root_hash()))
-            .map_err(|e| match e {
-                KvError::Corruption {
-                    table,
-                    key: row_key,
-                    reason,
-                } => StorageError::Corruption {
-                    what: format!("block meta of {key:?} (row of {table} (key {row_key}))"),
-                    reason,
-                },
-                other => other.into(),
-            })?;
+        let meta = crate::db::block_meta_row(db, &key)?;
         match meta {
             None => {
                 stats.dangling_ids_count += 1;

@@ -38,3 +38,25 @@ pub fn open(path: &Path, config: &StorageConfig, read_only: bool) -> Result<Core
     };
     Ok(Database::open(path, config, options)?)
 }
+
+/// The meta row of the block with `key` (`None` without a handle); a row that does not decode is a
+/// corruption naming the block and the row.
+pub(crate) fn block_meta_row(
+    db: &CoreDb,
+    key: &regolith_formats::BlockKey,
+) -> Result<Option<crate::block_meta::MetaSnapshot>> {
+    use regolith_kv::KvError;
+
+    db.get::<crate::tables::BlockHandles>(&crate::tables::StoredHash(key.root_hash()))
+        .map_err(|e| match e {
+            KvError::Corruption {
+                table,
+                key: row_key,
+                reason,
+            } => crate::error::StorageError::Corruption {
+                what: format!("block meta of {key:?} (row of {table}, key {row_key})"),
+                reason,
+            },
+            other => other.into(),
+        })
+}

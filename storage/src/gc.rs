@@ -1,13 +1,13 @@
 //! Block GC (storage.md §9): removal of whole blocks below a target, in crash-safe chunks.
 
 use regolith_formats::{BlockId, BlockKey, ShardIdent};
-use regolith_kv::{Batch, KvError};
+use regolith_kv::Batch;
 
 use crate::block_cache::BlockCache;
 use crate::block_handle::HandleCache;
 use crate::block_meta::BlockFlags;
 use crate::db::CoreDb;
-use crate::error::{Result, StorageError};
+use crate::error::Result;
 use crate::tables::{
     block_range, BlockComponents, BlockConnections, BlockHandles, BlockIds, KeyRange,
     StoredBlockKey, StoredHash,
@@ -100,23 +100,7 @@ pub(crate) fn remove_blocks(
     let plan = (|| -> Result<()> {
         for row in db.iter::<BlockIds>(KeyRange::all()) {
             let (StoredBlockKey(key), StoredHash(file_hash)) = row?;
-            let flags = db
-                .get::<BlockHandles>(&StoredHash(key.root_hash()))
-                .map_err(|e| match e {
-                    KvError::Corruption {
-                        table,
-                        key: row_key,
-                        reason,
-                    } => StorageError::Corruption {
-                        what: format!(
-                            "row of {table} (key {row_key}), block key {}",
-                            hex::encode(key.as_bytes())
-                        ),
-                        reason,
-                    },
-                    other => other.into(),
-                })?
-                .map(|meta| meta.flags);
+            let flags = crate::db::block_meta_row(db, &key)?.map(|meta| meta.flags);
             if keeps_block(&key.shard()?, key.seqno(), flags, target, shard_heights) {
                 // A kept block closes the run.
                 if !chunk.blocks.is_empty() {

@@ -6,6 +6,7 @@ mod handles;
 mod hostile;
 pub mod hostile_sync;
 mod queue;
+mod queue_cases;
 mod rpc;
 mod sync;
 

@@ -1,6 +1,6 @@
-//! The benchmark cases of queue.md §12 as a library function: [`run`] builds a fresh temp database per case,
-//! measures, and returns the figures as [`BenchRow`]s. It prints nothing; `regolith bench queue` and the
-//! criterion bench format the rows ([`format_table`], [`format_json`]).
+//! The benchmark cases of queue.md §12, run through the queue's public API: [`run`] builds a fresh temp
+//! database per case, measures, and returns the figures as [`BenchRow`]s. It prints nothing; `regolith bench
+//! queue` formats the rows ([`format_table`], [`format_json`]).
 //!
 //! Workload: internal-message BOCs of about 250 B, 1,000 destination accounts over workchains 0 and −1, 10 %
 //! of them routed to partition 1.
@@ -17,7 +17,7 @@ use tycho_types::models::{
 };
 use tycho_types::num::Tokens;
 
-use crate::{
+use regolith_queue::{
     BoundedShardRange, DiffStatistics, DiffZone, EnqueuedMessage, MessageQueue, PartitionRouter,
     Queue, QueueConfig, QueueDiffWithMessages, QueueFactory, QueueKey, QueueStorage, Result,
     TopBlock,
@@ -25,7 +25,7 @@ use crate::{
 
 /// A benchmark case of §12.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum BenchCase {
+pub(crate) enum BenchCase {
     /// `prepare_diff` + `write` of large diffs into one shard.
     Apply,
     /// Iteration over two sources in one partition, with 0 % and 50 % of messages addressed elsewhere.
@@ -42,7 +42,7 @@ pub enum BenchCase {
 
 impl BenchCase {
     /// Every case.
-    pub const ALL: [BenchCase; 6] = [
+    pub(crate) const ALL: [BenchCase; 6] = [
         Self::Apply,
         Self::Iteration,
         Self::Commit,
@@ -52,7 +52,7 @@ impl BenchCase {
     ];
 
     /// Lower-case name.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Apply => "apply",
             Self::Iteration => "iteration",
@@ -66,42 +66,42 @@ impl BenchCase {
 
 /// A queue state file for the import case.
 #[derive(Debug, Clone)]
-pub struct ImportInput {
+pub(crate) struct ImportInput {
     /// Block of the state.
-    pub block_id: BlockId,
+    pub(crate) block_id: BlockId,
     /// Expected top diff hash.
-    pub diff_hash: HashBytes,
+    pub(crate) diff_hash: HashBytes,
     /// Expected tail length.
-    pub tail_len: u32,
+    pub(crate) tail_len: u32,
     /// The file bytes.
-    pub data: Vec<u8>,
+    pub(crate) data: Vec<u8>,
 }
 
 /// Sizes of the workloads; [`BenchParams::default`] is the §12 workload.
 #[derive(Debug, Clone)]
-pub struct BenchParams {
+pub(crate) struct BenchParams {
     /// Apply: number of diffs.
-    pub apply_diffs: usize,
+    pub(crate) apply_diffs: usize,
     /// Apply, GC and clear: messages per diff.
-    pub messages_per_diff: usize,
+    pub(crate) messages_per_diff: usize,
     /// Iteration: total messages (two sources).
-    pub iteration_messages: usize,
+    pub(crate) iteration_messages: usize,
     /// Commit: number of measured commits.
-    pub commit_rounds: usize,
+    pub(crate) commit_rounds: usize,
     /// Commit: top shard blocks per mc block.
-    pub commit_shards: usize,
+    pub(crate) commit_shards: usize,
     /// GC: number of diffs in the deleted range.
-    pub gc_diffs: usize,
+    pub(crate) gc_diffs: usize,
     /// Clear: uncommitted diffs per clear.
-    pub clear_diffs: usize,
+    pub(crate) clear_diffs: usize,
     /// Clear: number of measured clears.
-    pub clear_rounds: usize,
+    pub(crate) clear_rounds: usize,
     /// Import: runs into fresh databases.
-    pub import_runs: usize,
+    pub(crate) import_runs: usize,
     /// Import: the state file (the case is skipped without it).
-    pub import_input: Option<ImportInput>,
+    pub(crate) import_input: Option<ImportInput>,
     /// Destination accounts.
-    pub accounts: usize,
+    pub(crate) accounts: usize,
 }
 
 impl Default for BenchParams {
@@ -124,7 +124,7 @@ impl Default for BenchParams {
 
 impl BenchParams {
     /// Smaller workloads for a quick look (the figures are noisier).
-    pub fn quick(self) -> Self {
+    pub(crate) fn quick(self) -> Self {
         Self {
             apply_diffs: 10,
             iteration_messages: 100_000,
@@ -139,15 +139,15 @@ impl BenchParams {
 
 /// One reported figure.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct BenchRow {
+pub(crate) struct BenchRow {
     /// The case (`apply`, `iteration`, …).
-    pub case: &'static str,
+    pub(crate) case: &'static str,
     /// What was measured.
-    pub metric: String,
+    pub(crate) metric: String,
     /// The value.
-    pub value: f64,
+    pub(crate) value: f64,
     /// Its unit.
-    pub unit: &'static str,
+    pub(crate) unit: &'static str,
 }
 
 fn row(case: BenchCase, metric: impl Into<String>, value: f64, unit: &'static str) -> BenchRow {
@@ -160,7 +160,7 @@ fn row(case: BenchCase, metric: impl Into<String>, value: f64, unit: &'static st
 }
 
 /// Runs the cases; each uses a fresh temp database. Needs no runtime of its own (GC ticks are driven directly).
-pub fn run(cases: &[BenchCase], params: &BenchParams) -> Result<Vec<BenchRow>> {
+pub(crate) fn run(cases: &[BenchCase], params: &BenchParams) -> Result<Vec<BenchRow>> {
     let mut rows = Vec::new();
     for case in cases {
         match case {
@@ -176,7 +176,7 @@ pub fn run(cases: &[BenchCase], params: &BenchParams) -> Result<Vec<BenchRow>> {
 }
 
 /// Formats rows as an aligned text table.
-pub fn format_table(rows: &[BenchRow]) -> String {
+pub(crate) fn format_table(rows: &[BenchRow]) -> String {
     let mut out = format!(
         "{:<10} {:<44} {:>16} {}\n",
         "case", "metric", "value", "unit"
@@ -191,7 +191,7 @@ pub fn format_table(rows: &[BenchRow]) -> String {
 }
 
 /// Formats rows as a JSON array.
-pub fn format_json(rows: &[BenchRow]) -> String {
+pub(crate) fn format_json(rows: &[BenchRow]) -> String {
     serde_json::to_string_pretty(rows).unwrap_or_else(|_| "[]".into())
 }
 
@@ -202,7 +202,7 @@ struct TempQueue {
 }
 
 fn temp_queue() -> Result<TempQueue> {
-    let dir = tempfile::tempdir().map_err(|source| crate::QueueError::Io {
+    let dir = tempfile::tempdir().map_err(|source| regolith_queue::QueueError::Io {
         context: "creating a temp dir".into(),
         source,
     })?;
