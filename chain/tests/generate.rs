@@ -8,14 +8,7 @@ use bytes::Bytes;
 use regolith_chain::{generate, ChainOptions, Generator};
 use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
 use regolith_formats::{BlockId, CheckedBlock, ParsedProof, ProofChecker, Proven, ZerostateConfig};
-
-fn base_zerostate() -> Vec<u8> {
-    std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/fixtures/zerostate.boc"
-    ))
-    .unwrap()
-}
+use regolith_test_support::fixture_bytes;
 
 fn small() -> ChainOptions {
     ChainOptions {
@@ -78,7 +71,7 @@ fn read_archives(dir: &Path) -> Vec<(u32, ArchiveBlocks)> {
 #[test]
 fn a_generated_chain_passes_the_apply_path_checks() {
     let dir = tempfile::tempdir().unwrap();
-    let summary = generate(&small(), &base_zerostate(), dir.path()).unwrap();
+    let summary = generate(&small(), &fixture_bytes("zerostate.boc"), dir.path()).unwrap();
     assert_eq!(summary.mc_blocks, 60);
     assert_eq!(summary.blocks, 180);
     assert_eq!(summary.key_blocks, 6);
@@ -136,8 +129,8 @@ fn the_same_seed_gives_the_same_bytes() {
         mc_blocks: 25,
         ..small()
     };
-    generate(&options, &base_zerostate(), a.path()).unwrap();
-    generate(&options, &base_zerostate(), b.path()).unwrap();
+    generate(&options, &fixture_bytes("zerostate.boc"), a.path()).unwrap();
+    generate(&options, &fixture_bytes("zerostate.boc"), b.path()).unwrap();
     for name in [
         "zerostate.boc",
         "validators.json",
@@ -152,7 +145,7 @@ fn the_same_seed_gives_the_same_bytes() {
     let other = tempfile::tempdir().unwrap();
     generate(
         &ChainOptions { seed: 8, ..options },
-        &base_zerostate(),
+        &fixture_bytes("zerostate.boc"),
         other.path(),
     )
     .unwrap();
@@ -173,7 +166,7 @@ fn a_block_signed_by_the_previous_set_after_a_rotation_is_refused() {
         mc_blocks: 21,
         ..small()
     };
-    let mut generator = Generator::new(options, &base_zerostate()).unwrap();
+    let mut generator = Generator::new(options, &fixture_bytes("zerostate.boc")).unwrap();
     let zerostate = ZerostateConfig::from(&generator.genesis.mc);
     let old_keys = generator.current_set().clone();
     let old_vset = old_keys
@@ -248,7 +241,7 @@ fn persistent_key_blocks_come_with_their_shard_and_queue_states() {
             mc_blocks: 40,
             ..small()
         },
-        &base_zerostate(),
+        &fixture_bytes("zerostate.boc"),
     )
     .unwrap();
     let mut persistent = Vec::new();
@@ -316,7 +309,7 @@ fn a_state_update_holds_only_the_changed_paths() {
     use tycho_types::boc::Boc;
     use tycho_types::models::Block;
 
-    let mut generator = Generator::new(small(), &base_zerostate()).unwrap();
+    let mut generator = Generator::new(small(), &fixture_bytes("zerostate.boc")).unwrap();
     let before = generator.mc_state_root().clone();
     let group = generator.next_mc_block().unwrap();
     let mc = group.blocks.last().unwrap();

@@ -11,20 +11,13 @@
 use std::collections::HashSet;
 
 use regolith_formats::zerostate::{check_zerostate_proof, McZerostate, ZerostateError};
+use regolith_test_support::fixture_bytes;
 use tycho_types::boc::Boc;
 use tycho_types::cell::{
     Cell, CellBuilder, CellFamily, DynCell, HashBytes, UsageTree, UsageTreeMode,
 };
 use tycho_types::merkle::make_pruned_branch;
 use tycho_types::models::ShardStateUnsplit;
-
-fn fixture_zerostate() -> Vec<u8> {
-    std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/fixtures/zerostate.boc"
-    ))
-    .unwrap()
-}
 
 /// Every cell of the subtree below `root` (its repr hashes).
 fn subtree(root: &DynCell, out: &mut HashSet<HashBytes>) {
@@ -142,7 +135,7 @@ fn stock_check(proof: &[u8], zerostate_root_hash: &HashBytes) -> Result<(), Stri
 
 #[test]
 fn our_zerostate_proof_is_byte_for_byte_the_stock_format() {
-    let bytes = fixture_zerostate();
+    let bytes = fixture_bytes("zerostate.boc");
     let zs = McZerostate::parse(&bytes).unwrap();
     let stock = stock_zerostate_proof(&zs.root);
     let ours = zs.build_proof().unwrap();
@@ -160,7 +153,7 @@ fn our_zerostate_proof_is_byte_for_byte_the_stock_format() {
 
 #[test]
 fn our_checker_accepts_the_stock_format_and_refuses_everything_else() {
-    let zs = McZerostate::parse(&fixture_zerostate()).unwrap();
+    let zs = McZerostate::parse(&fixture_bytes("zerostate.boc")).unwrap();
     let stock = stock_zerostate_proof(&zs.root);
     let checked = check_zerostate_proof(&stock, &zs.id.root_hash).unwrap();
     assert_eq!(

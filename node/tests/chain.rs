@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use regolith_test_support::zerostate_path;
 use serde_json::Value;
 
 #[test]
@@ -11,7 +12,7 @@ fn a_generated_chain_is_imported_across_key_blocks_and_two_rotations() {
     let dir = tempfile::tempdir().unwrap();
     let chain = dir.path().join("chain");
     let data = dir.path().join("data");
-    let base = fixtures().join("zerostate.boc");
+    let base = zerostate_path();
     let out = ok(
         &data,
         &[

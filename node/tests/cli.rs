@@ -2,6 +2,9 @@
 
 mod common;
 
+use regolith_test_support::{
+    archive_1_arg, archive_1_bytes, archive_1_decompressed, fixtures, zerostate_path,
+};
 use std::time::Duration;
 
 use common::*;
@@ -23,13 +26,13 @@ fn init_import_inspect_and_reimport() {
     // init again with the same zerostate is a no-op.
     init(&data);
 
-    let out = ok(&data, &["import", &archive_1()]);
+    let out = ok(&data, &["import", &archive_1_arg()]);
     assert!(out.contains("imported 107 blocks"), "{out}");
     let first = summary(&data);
     assert_full_chain(&first);
     assert_clean(&first);
 
-    let out = ok(&data, &["import", &archive_1()]);
+    let out = ok(&data, &["import", &archive_1_arg()]);
     assert!(out.contains("nothing to do"), "{out}");
     assert_eq!(summary(&data), first, "a second import changes nothing");
 
@@ -57,7 +60,7 @@ fn init_import_inspect_and_reimport() {
         .starts_with("-1:8000000000000000:15:"));
     // Shard block 2 is referenced by mc 16 and linked to shard blocks 1 and 3.
     let shard_ids: Vec<_> = regolith_formats::archive::ArchiveReader::new_compressed(
-        std::fs::File::open(archive_1()).unwrap(),
+        std::fs::File::open(archive_1_arg()).unwrap(),
     )
     .unwrap()
     .map(|e| e.unwrap().block_id)
@@ -114,7 +117,7 @@ fn bad_input_is_rejected_and_data_survives() {
     assert_eq!(summary(&data), before);
 
     // A truncated archive: what can be imported is, the rest is an error naming file and offset.
-    let compressed = std::fs::read(archive_1()).unwrap();
+    let compressed = archive_1_bytes();
     let truncated = dir.path().join("truncated.bin");
     std::fs::write(&truncated, &compressed[..compressed.len() / 2]).unwrap();
     let err = fails(&data, &["import", truncated.to_str().unwrap()]);
@@ -147,7 +150,7 @@ fn bad_input_is_rejected_and_data_survives() {
     );
 
     // The good archive completes the chain.
-    ok(&data, &["import", &archive_1()]);
+    ok(&data, &["import", &archive_1_arg()]);
     let after = summary(&data);
     assert_full_chain(&after);
     assert_clean(&after);
@@ -178,13 +181,13 @@ fn sigkill_loop_during_import_ends_equal_to_a_clean_import() {
     let clean = dir.path().join("clean");
     init(&clean);
     let started = std::time::Instant::now();
-    ok(&clean, &["import", "--quiet", &archive_1()]);
+    ok(&clean, &["import", "--quiet", &archive_1_arg()]);
     let import_ms = (started.elapsed().as_millis() as u64).max(30);
     let clean_queue = queue_view(&clean);
     let clean_archive = committed_archive_1(&clean);
     assert_eq!(
         zstd::stream::decode_all(&clean_archive[..]).unwrap(),
-        zstd::stream::decode_all(&std::fs::read(archive_1()).unwrap()[..]).unwrap(),
+        archive_1_decompressed(),
         "archive 1 of a clean import holds what the fixture does"
     );
 
@@ -206,7 +209,7 @@ fn sigkill_loop_during_import_ends_equal_to_a_clean_import() {
             kills += 1;
             assert_clean(&summary(&data));
         }
-        ok(&data, &["import", "--quiet", &archive_1()]);
+        ok(&data, &["import", "--quiet", &archive_1_arg()]);
         let s = summary(&data);
         assert_full_chain(&s);
         assert_clean(&s);
@@ -240,7 +243,7 @@ fn masterchain_ids_are_taken_as_typed() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     init(&data);
-    ok(&data, &["import", "--quiet", &archive_1()]);
+    ok(&data, &["import", "--quiet", &archive_1_arg()]);
     let id = block_json(&data, &["inspect", "--json", "block", "42"])["id"]
         .as_str()
         .unwrap()
@@ -347,7 +350,7 @@ fn a_shard_zerostate_that_does_not_match_refuses_init() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     // The mc zerostate is not the zerostate of a listed shard.
-    let zerostate = fixtures().join("zerostate.boc");
+    let zerostate = zerostate_path();
     let err = fails(
         &data,
         &[
@@ -392,7 +395,7 @@ fn node_json_rejects_unknown_fields_and_global_json_logs_them() {
         serde_json::from_str(&std::fs::read_to_string(&global_json).unwrap()).unwrap();
     global["validator_config"] = serde_json::json!({"x": 1});
     std::fs::write(&global_json, global.to_string()).unwrap();
-    let zerostate = fixtures().join("zerostate.boc");
+    let zerostate = zerostate_path();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_regolith"))
         .args(["--data", data.to_str().unwrap()])
         .args(["init", "--zerostate", zerostate.to_str().unwrap()])
@@ -438,7 +441,7 @@ fn a_data_dir_from_before_the_genesis_data_gets_it_at_its_next_start() {
     assert_eq!(old["persistent_states"]["recorded"], 0, "{old}");
 
     // The next writer (here `import`) completes it.
-    ok(&data, &["import", "--quiet", &archive_1()]);
+    ok(&data, &["import", "--quiet", &archive_1_arg()]);
     let after = summary(&data);
     assert_eq!(
         after["zerostate_proof_size"],
@@ -489,7 +492,7 @@ fn a_zerostate_proof_stored_in_the_old_wrapped_format_is_built_again_at_the_next
             .unwrap();
         (proof, root_hash)
     };
-    ok(&data, &["import", "--quiet", &archive_1()]);
+    ok(&data, &["import", "--quiet", &archive_1_arg()]);
     let storage = open();
     let after = storage
         .node_state()
@@ -507,7 +510,7 @@ fn a_zerostate_proof_stored_in_the_old_wrapped_format_is_built_again_at_the_next
 fn an_archive_missing_a_shard_block_stops_before_the_mc_block_that_needs_it_and_heals() {
     use regolith_formats::archive::{ArchiveEntryType, ArchiveReader, ArchiveWriter};
     let dir = tempfile::tempdir().unwrap();
-    let raw = zstd::stream::decode_all(&std::fs::read(archive_1()).unwrap()[..]).unwrap();
+    let raw = archive_1_decompressed();
     let entries: Vec<_> = ArchiveReader::new(&raw[..])
         .collect::<Result<Vec<_>, _>>()
         .unwrap();
@@ -577,10 +580,10 @@ fn an_archive_missing_a_shard_block_stops_before_the_mc_block_that_needs_it_and_
     assert_clean(&after);
 
     // The intact archive then gives exactly the state of a clean import.
-    ok(&data, &["import", "--quiet", &archive_1()]);
+    ok(&data, &["import", "--quiet", &archive_1_arg()]);
     let clean = dir.path().join("clean");
     init(&clean);
-    ok(&clean, &["import", "--quiet", &archive_1()]);
+    ok(&clean, &["import", "--quiet", &archive_1_arg()]);
     let digest = |d: &std::path::Path| {
         serde_json::from_str::<Value>(&ok(d, &["inspect", "--json", "summary", "--digest"]))
             .unwrap()["chain_digest"]

@@ -5,17 +5,16 @@
 mod common;
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::{edit_node_config, metric_value, metrics_page, spawn_run, stop_within};
 use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
 use regolith_rpc::proto::{self, rpc};
 use regolith_rpc::RawOverlayClient;
+use regolith_test_support::{archive_1_arg, archive_1_bytes, free_tcp_port, wait_until};
 use serde_json::Value;
 use tycho_network::PeerInfo;
 
@@ -258,27 +257,6 @@ fn check_shape(dashboard: &Value) {
     }
 }
 
-fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The `/metrics` page, `None` while the endpoint does not answer.
-fn scrape(port: u16) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    out.starts_with("HTTP/1.1 200").then_some(out)
-}
-
 /// The series names on a metrics page, and the type of each family (`# TYPE`).
 fn exported(page: &str) -> (BTreeSet<String>, HashMap<String, String>) {
     let mut series = BTreeSet::new();
@@ -296,13 +274,6 @@ fn exported(page: &str) -> (BTreeSet<String>, HashMap<String, String>) {
         }
     }
     (series, types)
-}
-
-fn value_of(page: &str, name: &str) -> Option<f64> {
-    page.lines()
-        .find(|l| l.split(['{', ' ']).next() == Some(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
 }
 
 /// The dashboard metrics the page does not export as the query uses them: a `_bucket` series of a
@@ -330,14 +301,6 @@ fn not_exported(wanted: &HashMap<String, Vec<String>>, page: &str) -> Vec<String
     missing
 }
 
-/// Rewrites `node.json` through `edit`.
-fn edit_node_config(data: &Path, edit: impl FnOnce(&mut Value)) {
-    let path = data.join("node.json");
-    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    edit(&mut config);
-    std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
-}
-
 /// Any free QUIC port, discovery periods of seconds (as `regolith devnet` sets them).
 fn local_node(config: &mut Value, metrics: Option<u16>) {
     config["listen_address"] = "127.0.0.1:0".into();
@@ -345,61 +308,6 @@ fn local_node(config: &mut Value, metrics: Option<u16>) {
     let (overlay, dht) = regolith_rpc::network::quick_discovery();
     config["overlay"] = serde_json::to_value(overlay).unwrap();
     config["dht"] = serde_json::to_value(dht).unwrap();
-}
-
-/// A running `regolith run` with what it printed about itself.
-struct Running {
-    child: Child,
-    peer_info: Value,
-    overlay_id: [u8; 32],
-}
-
-fn spawn_run(data: &Path) -> Running {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_regolith"))
-        .arg("--data")
-        .arg(data)
-        .arg("run")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let (mut peer_info, mut overlay_id) = (None, None);
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if let Some(v) = line.trim().strip_prefix("overlay id:") {
-            overlay_id = Some(v.trim().to_owned());
-        }
-        if let Some(v) = line.trim().strip_prefix("peer info:") {
-            peer_info = Some(v.trim().to_owned());
-            break;
-        }
-    }
-    // Keep reading what the node prints, so that it never writes into a closed pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    let peer_info = peer_info.expect("regolith run prints its peer info");
-    Running {
-        child,
-        peer_info: serde_json::from_str(&peer_info).unwrap(),
-        overlay_id: hex::decode(overlay_id.unwrap())
-            .unwrap()
-            .try_into()
-            .unwrap(),
-    }
-}
-
-fn stop(mut running: Running) {
-    common::sigterm(&running.child);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(status) = running.child.try_wait().unwrap() {
-            assert!(status.success(), "regolith run exited with {status}");
-            return;
-        }
-        assert!(Instant::now() < deadline, "no exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -415,7 +323,7 @@ async fn every_metric_of_the_dashboard_is_exported_by_a_running_node() {
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     common::init(&a);
     edit_node_config(&a, |c| local_node(c, None));
-    common::ok(&a, &["import", "--quiet", &common::archive_1()]);
+    common::ok(&a, &["import", "--quiet", &archive_1_arg()]);
     let node_a = spawn_run(&a);
 
     common::init(&b);
@@ -437,24 +345,23 @@ async fn every_metric_of_the_dashboard_is_exported_by_a_running_node() {
     global["bootstrap_peers"]
         .as_array_mut()
         .unwrap()
-        .push(node_a.peer_info.clone());
+        .push(node_a.peer_info());
     std::fs::write(&global_path, global.to_string()).unwrap();
     let node_b = spawn_run(&b);
 
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while scrape(metrics_b).and_then(|p| value_of(&p, "regolith_sync_last_applied_mc_seqno"))
-        != Some(100.0)
-    {
-        assert!(Instant::now() < deadline, "node b did not reach mc 100");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until(
+        "node b did not reach mc 100",
+        Duration::from_secs(180),
+        Duration::from_millis(200),
+        || common::metric(metrics_b, "regolith_sync_last_applied_mc_seqno") == Some(100.0),
+    );
 
     // b serves: ping, an unknown query, getArchiveInfo, and getBlockFull / getNextBlockFull of the last
     // blocks of the chain (above b's GC target).
-    let info: PeerInfo = serde_json::from_value(node_b.peer_info.clone()).unwrap();
+    let info: PeerInfo = serde_json::from_value(node_b.peer_info()).unwrap();
     let client = RawOverlayClient::connect(
         "127.0.0.1:0".parse().unwrap(),
-        node_b.overlay_id,
+        node_b.overlay_id(),
         Arc::new(info),
         Default::default(),
     )
@@ -465,7 +372,7 @@ async fn every_metric_of_the_dashboard_is_exported_by_a_running_node() {
     query(tl_proto::serialize(rpc::GetArchiveInfo { mc_seqno: 50 }))
         .await
         .unwrap();
-    let compressed = std::fs::read(common::fixtures().join("archive_1.bin")).unwrap();
+    let compressed = archive_1_bytes();
     let mut reader = ArchiveReader::new_compressed(&compressed[..]).unwrap();
     let mut blocks = Vec::new();
     while let Some(entry) = reader.next_entry().unwrap() {
@@ -487,15 +394,15 @@ async fn every_metric_of_the_dashboard_is_exported_by_a_running_node() {
     // The GC runs, the queue GC and the neighbour metrics come on their own periods: wait for them.
     let deadline = Instant::now() + Duration::from_secs(120);
     let missing = loop {
-        let page = scrape(metrics_b).expect("node b's metrics endpoint answers");
+        let page = metrics_page(metrics_b).expect("node b's metrics endpoint answers");
         let missing = not_exported(&wanted, &page);
         if missing.is_empty() || Instant::now() > deadline {
             break (missing, page);
         }
         std::thread::sleep(Duration::from_millis(500));
     };
-    stop(node_b);
-    stop(node_a);
+    stop_within(node_b.child, Duration::from_secs(60));
+    stop_within(node_a.child, Duration::from_secs(60));
     let (missing, page) = missing;
     assert!(
         missing.is_empty(),
@@ -503,7 +410,7 @@ async fn every_metric_of_the_dashboard_is_exported_by_a_running_node() {
         missing.join("\n  ")
     );
     assert!(
-        value_of(&page, "regolith_rpc_blocks_served_total").is_some_and(|v| v >= 1.0),
+        metric_value(&page, "regolith_rpc_blocks_served_total").is_some_and(|v| v >= 1.0),
         "b served blocks"
     );
 }

@@ -15,6 +15,7 @@
 
 mod common;
 
+use regolith_test_support::archive_1_arg;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -85,7 +86,7 @@ impl Net {
             })
             .collect();
         for &s in &SERVERS {
-            ok(&data[s - 1], &["import", "--quiet", &archive_1()]);
+            ok(&data[s - 1], &["import", "--quiet", &archive_1_arg()]);
         }
         let servers = SERVERS.iter().map(|&s| own_peer(&data[s - 1])).collect();
         set_bootstrap_peers(&data[FRESH - 1], servers);

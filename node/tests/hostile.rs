@@ -10,6 +10,7 @@
 
 mod common;
 
+use regolith_test_support::fixtures;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -90,7 +91,7 @@ async fn assert_honest_prefix(run: &HostileRun, honest: &ForgingPeer, complete: 
 }
 
 async fn attack(attack: Attack, ip: u8) {
-    let fixtures = common::fixtures();
+    let fixtures = fixtures();
     let forger = ForgingPeer::start(&fixtures, [127, 0, 0, ip], attack)
         .await
         .unwrap();

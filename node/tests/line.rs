@@ -6,6 +6,7 @@
 
 mod common;
 
+use regolith_test_support::{archive_1_arg, wait_for};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -38,7 +39,7 @@ fn a_node_three_hops_away_syncs_through_the_relays() {
     for (k, d) in data.iter().enumerate() {
         init_node(d, &format!("10.77.0.{}:{PORT}", k + 1), None, None);
     }
-    ok(&data[0], &["import", "--quiet", &archive_1()]);
+    ok(&data[0], &["import", "--quiet", &archive_1_arg()]);
     // Node k knows only node k−1 (`init` writes the node's own signed peer info as its bootstrap peer).
     let own: Vec<_> = data.iter().map(|d| own_peer(d)).collect();
     for k in 1..NODES {
@@ -47,19 +48,16 @@ fn a_node_three_hops_away_syncs_through_the_relays() {
 
     let started = Instant::now();
     let nodes = Nodes((1..=NODES).map(|k| line.run(k, &data[k - 1])).collect());
-    let deadline = started + Duration::from_secs(180);
-    loop {
+    wait_for(Duration::from_secs(180), Duration::from_millis(500), || {
         let heights: Vec<u32> = data.iter().map(|d| height(d)).collect();
         if heights.iter().all(|h| *h == 100) {
-            break;
+            return Ok(());
         }
-        assert!(
-            Instant::now() < deadline,
+        Err(format!(
             "heights after 180 s: {heights:?}\n{}",
             log_tails(&data)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+        ))
+    });
     eprintln!("node4 holds the chain after {:?}", started.elapsed());
     drop(nodes);
 

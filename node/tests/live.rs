@@ -4,6 +4,7 @@
 
 mod common;
 
+use regolith_test_support::zerostate_path;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -38,7 +39,7 @@ fn devnet(dir: &Path, base_port: u16, mc_blocks: u32) -> Output {
         .arg("--dir")
         .arg(dir)
         .arg("--zerostate")
-        .arg(common::fixtures().join("zerostate.boc"))
+        .arg(zerostate_path())
         .args(CHAIN)
         .env("RUST_LOG", "info,tycho_network=warn")
         .output()
@@ -166,7 +167,7 @@ fn a_live_devnet_is_followed_and_node1_resumes_from_its_tip() {
         .arg("--dir")
         .arg(dir.path())
         .arg("--zerostate")
-        .arg(common::fixtures().join("zerostate.boc"))
+        .arg(zerostate_path())
         .args(&args)
         .output()
         .unwrap();
@@ -190,7 +191,7 @@ fn live_json_is_parsed_strictly() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("node");
     common::init(&data);
-    let zerostate = common::fixtures().join("zerostate.boc");
+    let zerostate = zerostate_path();
     std::fs::copy(&zerostate, data.join("live-base-zerostate.boc")).unwrap();
     let live = serde_json::json!({
         "chain": {

@@ -3,8 +3,6 @@
 //! fuzz-robustness test and the flood test.
 
 use std::collections::{BTreeSet, HashMap};
-use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,11 +15,9 @@ use regolith_node::run::{start_node, Node};
 use regolith_rpc::config::RateLimitsConfig;
 use regolith_rpc::proto::{self, rpc, OverlayResponse};
 use regolith_rpc::RawOverlayClient;
+use regolith_test_support::net::{loopback, random_secret_key};
+use regolith_test_support::{archive_1_bytes, fixtures, wait_for_async, zerostate_path};
 use tycho_types::models::BlockId;
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
-}
 
 /// Discovery settings for nodes that must find each other within seconds (the defaults wait up to 3.5 min).
 fn quick_overlay() -> tycho_network::OverlayConfig {
@@ -30,10 +26,6 @@ fn quick_overlay() -> tycho_network::OverlayConfig {
 
 fn quick_dht() -> tycho_network::DhtConfig {
     regolith_rpc::network::quick_discovery().1
-}
-
-fn addr(last: u8) -> SocketAddr {
-    SocketAddr::from((Ipv4Addr::new(127, 0, 0, last), 0))
 }
 
 struct Archive {
@@ -62,7 +54,7 @@ async fn serve(
     next_archive: bool,
 ) -> Node {
     let (data, mut config, storage) =
-        regolith_node::fixture::import_fixture_chain(dir, &fixtures(), addr(ip_last))
+        regolith_node::fixture::import_fixture_chain(dir, &fixtures(), loopback(ip_last))
             .await
             .unwrap();
     if next_archive {
@@ -78,7 +70,7 @@ async fn serve(
 
 fn client(node: &Node, ip_last: u8) -> RawOverlayClient {
     let info = Arc::new(node.network.signed_peer_info(Duration::from_secs(3600)));
-    RawOverlayClient::connect(addr(ip_last), node.overlay_id, info, Default::default()).unwrap()
+    RawOverlayClient::connect(loopback(ip_last), node.overlay_id, info, Default::default()).unwrap()
 }
 
 async fn ask<T>(
@@ -133,7 +125,7 @@ async fn item2_fixture_blocks_over_the_overlay() {
     let dir = tempfile::tempdir().unwrap();
     let node = serve(dir.path(), 21, None, false).await;
     let c = client(&node, 22);
-    let archive = read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap());
+    let archive = read_archive(&archive_1_bytes());
     assert_eq!(archive.order.len(), 107);
 
     for id in &archive.order {
@@ -205,7 +197,7 @@ async fn item2_fixture_blocks_over_the_overlay() {
 async fn item4_archive_1_over_the_overlay() {
     let dir = tempfile::tempdir().unwrap();
     let (data, config, storage) =
-        regolith_node::fixture::import_fixture_chain(dir.path(), &fixtures(), addr(23))
+        regolith_node::fixture::import_fixture_chain(dir.path(), &fixtures(), loopback(23))
             .await
             .unwrap();
     let global = data.load_global_config().unwrap();
@@ -257,7 +249,7 @@ async fn item4_archive_1_over_the_overlay() {
     }
     assert_eq!(compressed.len() as u64, size);
     let served = read_archive(&compressed);
-    let original = read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap());
+    let original = read_archive(&archive_1_bytes());
     let set = |a: &Archive| {
         a.entries
             .iter()
@@ -355,7 +347,7 @@ fn fuzz_body(rng: &mut rand::rngs::StdRng, valid: &[Vec<u8>]) -> Vec<u8> {
 async fn fuzzed_requests_never_crash_or_stall_the_node() {
     let dir = tempfile::tempdir().unwrap();
     let node = serve(dir.path(), 31, None, true).await;
-    let archive = read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap());
+    let archive = read_archive(&archive_1_bytes());
     let id = archive.order[5];
     let valid: Vec<Vec<u8>> = vec![
         tl_proto::serialize(rpc::GetBlockFull { block_id: id }),
@@ -464,7 +456,7 @@ async fn a_flood_from_one_ip_does_not_starve_others() {
     let limits: RateLimitsConfig =
         serde_json::from_str(r#"{"whitelist": ["127.0.0.42"]}"#).unwrap();
     let node = serve(dir.path(), 41, Some(limits), true).await;
-    let archive = read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap());
+    let archive = read_archive(&archive_1_bytes());
     let id = archive.order[3];
     let flooder = Arc::new(client(&node, 43));
     let whitelisted = client(&node, 42);
@@ -570,7 +562,7 @@ async fn genesis_zerostate_proof_and_persistent_states_over_the_overlay() {
     let dir = tempfile::tempdir().unwrap();
     let node = serve(dir.path(), 27, None, false).await;
     let c = client(&node, 28);
-    let zerostate_bytes = std::fs::read(fixtures().join("zerostate.boc")).unwrap();
+    let zerostate_bytes = std::fs::read(zerostate_path()).unwrap();
     let zerostate = McZerostate::parse(&zerostate_bytes).unwrap();
 
     // Item 1: the zerostate proof is found and passes the receiving side's check.
@@ -630,7 +622,7 @@ async fn genesis_zerostate_proof_and_persistent_states_over_the_overlay() {
         );
     }
     // A block of the chain has no persistent state.
-    let archive = read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap());
+    let archive = read_archive(&archive_1_bytes());
     assert_eq!(
         ask::<proto::PersistentStateInfo>(
             &c,
@@ -648,7 +640,7 @@ async fn genesis_zerostate_proof_and_persistent_states_over_the_overlay() {
 async fn an_imported_queue_state_is_served_as_a_persistent_queue_state() {
     let dir = tempfile::tempdir().unwrap();
     let (data, config, storage) =
-        regolith_node::fixture::import_fixture_chain(dir.path(), &fixtures(), addr(29))
+        regolith_node::fixture::import_fixture_chain(dir.path(), &fixtures(), loopback(29))
             .await
             .unwrap();
     let master = fixtures().join("queue_state/master.bin");
@@ -696,13 +688,11 @@ async fn rpc_client(
 ) {
     use regolith_rpc::client::{BlockchainRpcClient, PublicOverlayClient};
     use regolith_rpc::network::{BlockchainNetwork, NetworkSettings, Silent};
-    let mut secret_key = [0u8; 32];
-    Rng::fill(&mut rand::thread_rng(), &mut secret_key);
     let network = BlockchainNetwork::start(
         NetworkSettings {
-            bind_address: addr(ip_last),
+            bind_address: loopback(ip_last),
             remote_address: None,
-            secret_key,
+            secret_key: random_secret_key(),
             network: Default::default(),
             dht: quick_dht(),
             overlay: quick_overlay(),
@@ -735,7 +725,7 @@ async fn item2_fixture_blocks_through_the_client() {
     let dir = tempfile::tempdir().unwrap();
     let node = serve(dir.path(), 31, None, false).await;
     let (_client_node, client) = rpc_client(&node, 32).await;
-    let archive = read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap());
+    let archive = read_archive(&archive_1_bytes());
     let check = |id: &BlockId, data: regolith_rpc::client::BlockDataFull| {
         assert_eq!(&data.block_id, id);
         assert_eq!(
@@ -818,12 +808,11 @@ async fn item4_archive_1_through_the_client() {
     while let Some(e) = reader.next_entry().unwrap() {
         got.insert((e.block_id.to_string(), e.ty.as_byte(), e.data));
     }
-    let expected: BTreeSet<_> =
-        read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap())
-            .entries
-            .into_iter()
-            .map(|((id, ty), data)| (id.to_string(), ty.as_byte(), data))
-            .collect();
+    let expected: BTreeSet<_> = read_archive(&archive_1_bytes())
+        .entries
+        .into_iter()
+        .map(|((id, ty), data)| (id.to_string(), ty.as_byte(), data))
+        .collect();
     assert_eq!(got, expected);
     // The compressed form as served decompresses to the same archive.
     let compressed = client
@@ -844,14 +833,9 @@ async fn sync_from(
     Arc<regolith_node::sync::SyncStats>,
 ) {
     let data = regolith_node::config::DataDir::new(dir);
-    regolith_node::init::init(
-        &data,
-        &fixtures().join("zerostate.boc"),
-        &Default::default(),
-    )
-    .unwrap();
+    regolith_node::init::init(&data, &zerostate_path(), &Default::default()).unwrap();
     let mut config = data.load_node_config().unwrap();
-    config.listen_address = addr(ip_last);
+    config.listen_address = loopback(ip_last);
     config.metrics_address = None;
     (config.overlay, config.dht) = regolith_rpc::network::quick_discovery();
     let mut global = data.load_global_config().unwrap();
@@ -871,23 +855,22 @@ async fn sync_from(
     let stats = sync.stats();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(sync.run(stop_rx));
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let last = storage
-            .node_state()
-            .load_last_mc_block_id()
-            .unwrap()
-            .unwrap();
-        if last.seqno >= target {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "synced only to {}",
-            last.seqno
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_async(
+        Duration::from_secs(120),
+        Duration::from_millis(200),
+        async || {
+            let last = storage
+                .node_state()
+                .load_last_mc_block_id()
+                .unwrap()
+                .unwrap();
+            if last.seqno >= target {
+                return Ok(());
+            }
+            Err(format!("synced only to {}", last.seqno))
+        },
+    )
+    .await;
     stop.send(true).unwrap();
     task.await.unwrap();
     node.shutdown().await;
@@ -1050,7 +1033,7 @@ async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
     let (data, config, storage) = regolith_node::fixture::import_fixture_chain(
         &dir.path().join("forger"),
         &fixtures(),
-        addr(41),
+        loopback(41),
     )
     .await
     .unwrap();
@@ -1060,13 +1043,11 @@ async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
         .with_provider(provider)
         .without_broadcast_listener()
         .build();
-    let mut secret_key = [0u8; 32];
-    Rng::fill(&mut rand::thread_rng(), &mut secret_key);
     let forger = regolith_rpc::BlockchainNetwork::start(
         regolith_rpc::NetworkSettings {
-            bind_address: addr(41),
+            bind_address: loopback(41),
             remote_address: None,
-            secret_key,
+            secret_key: random_secret_key(),
             network: Default::default(),
             dht: quick_dht(),
             overlay: quick_overlay(),
@@ -1082,14 +1063,9 @@ async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
 
     // A fresh node that knows both.
     let fresh = regolith_node::config::DataDir::new(dir.path().join("fresh"));
-    regolith_node::init::init(
-        &fresh,
-        &fixtures().join("zerostate.boc"),
-        &Default::default(),
-    )
-    .unwrap();
+    regolith_node::init::init(&fresh, &zerostate_path(), &Default::default()).unwrap();
     let mut fresh_config = fresh.load_node_config().unwrap();
-    fresh_config.listen_address = addr(42);
+    fresh_config.listen_address = loopback(42);
     fresh_config.metrics_address = None;
     (fresh_config.overlay, fresh_config.dht) = regolith_rpc::network::quick_discovery();
     let mut global = fresh.load_global_config().unwrap();
@@ -1120,23 +1096,22 @@ async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
     let stats = sync.stats();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(sync.run(stop_rx));
-    let deadline = std::time::Instant::now() + Duration::from_secs(180);
-    loop {
-        let last = fresh_storage
-            .node_state()
-            .load_last_mc_block_id()
-            .unwrap()
-            .unwrap();
-        if last.seqno >= 100 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "synced only to {}",
-            last.seqno
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_async(
+        Duration::from_secs(180),
+        Duration::from_millis(200),
+        async || {
+            let last = fresh_storage
+                .node_state()
+                .load_last_mc_block_id()
+                .unwrap()
+                .unwrap();
+            if last.seqno >= 100 {
+                return Ok(());
+            }
+            Err(format!("synced only to {}", last.seqno))
+        },
+    )
+    .await;
     stop.send(true).unwrap();
     task.await.unwrap();
     // The forger was caught (it is chosen about half the time) and punished; the chain is the honest one.
@@ -1204,14 +1179,12 @@ fn gc_view(
 
 /// Polls `check` until it holds (GC runs on its own schedule).
 async fn eventually(what: &str, mut check: impl FnMut() -> Result<(), String>) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        match check() {
-            Ok(()) => return,
-            Err(e) if std::time::Instant::now() > deadline => panic!("{what}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
+    wait_for_async(
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        async || check().map_err(|e| format!("{what}: {e}")),
+    )
+    .await;
 }
 
 /// A node with a small safe distance and 10-block archives syncs the fixture chain in three windows. After
@@ -1226,17 +1199,12 @@ async fn gc_windows_remove_blocks_archives_and_queue_diffs_and_the_node_serves_t
     const ARCHIVE_DISTANCE: u32 = 30;
     let dir = tempfile::tempdir().unwrap();
     let server = serve(&dir.path().join("server"), 52, None, false).await;
-    let fixture = read_archive(&std::fs::read(fixtures().join("archive_1.bin")).unwrap());
+    let fixture = read_archive(&archive_1_bytes());
 
     let data = regolith_node::config::DataDir::new(dir.path().join("gc"));
-    regolith_node::init::init(
-        &data,
-        &fixtures().join("zerostate.boc"),
-        &Default::default(),
-    )
-    .unwrap();
+    regolith_node::init::init(&data, &zerostate_path(), &Default::default()).unwrap();
     let mut config = data.load_node_config().unwrap();
-    config.listen_address = addr(53);
+    config.listen_address = loopback(53);
     config.metrics_address = None;
     (config.overlay, config.dht) = regolith_rpc::network::quick_discovery();
     config.storage.archives.mc_blocks_per_archive = 10;

@@ -4,31 +4,25 @@
 //! a downloaded archive is framed once, as it streams (`regolith_formats::archive::bytes_framed`).
 //! This file holds one test so that the process's count is this test's alone.
 
-use std::path::PathBuf;
+use regolith_test_support::{archive_1_path, fixtures};
 use std::sync::atomic::Ordering;
 
 use regolith_formats::archive::{bytes_framed, ArchiveEntryType, ArchiveReader};
 use regolith_formats::block_parses;
 use regolith_node::fixture::{sync_fresh_node, FixtureServers};
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_applied_block_is_parsed_once() {
-    let blocks_in_archive = ArchiveReader::new_compressed(
-        std::fs::File::open(fixtures().join("archive_1.bin")).unwrap(),
-    )
-    .unwrap()
-    .map(Result::unwrap)
-    .filter(|e| e.ty == ArchiveEntryType::Block)
-    .count() as u64;
-    assert!(blocks_in_archive > 100);
-    let archive_len =
-        zstd::decode_all(std::fs::File::open(fixtures().join("archive_1.bin")).unwrap())
+    let blocks_in_archive =
+        ArchiveReader::new_compressed(std::fs::File::open(archive_1_path()).unwrap())
             .unwrap()
-            .len() as u64;
+            .map(Result::unwrap)
+            .filter(|e| e.ty == ArchiveEntryType::Block)
+            .count() as u64;
+    assert!(blocks_in_archive > 100);
+    let archive_len = zstd::decode_all(std::fs::File::open(archive_1_path()).unwrap())
+        .unwrap()
+        .len() as u64;
     assert_eq!(block_parses(), 0);
 
     // Import: each server imports archive 1 through the pipeline.

@@ -3,6 +3,7 @@
 
 mod common;
 
+use regolith_test_support::archive_1_arg;
 use std::path::{Path, PathBuf};
 
 use common::*;
@@ -16,7 +17,7 @@ use tycho_types::models::{BlockProof, BlockSignature};
 
 /// Every entry of archive_1 in order.
 fn entries() -> Vec<(BlockId, ArchiveEntryType, Vec<u8>)> {
-    ArchiveReader::new_compressed(std::fs::File::open(archive_1()).unwrap())
+    ArchiveReader::new_compressed(std::fs::File::open(archive_1_arg()).unwrap())
         .unwrap()
         .map(|e| {
             let e = e.unwrap();
@@ -159,7 +160,7 @@ fn flipped_signature_byte_is_refused_at_that_block() {
     );
 
     // What was stored before stays valid: the good archive completes the chain.
-    ok(&data, &["import", "--quiet", &archive_1()]);
+    ok(&data, &["import", "--quiet", &archive_1_arg()]);
     let summary = summary(&data);
     assert_full_chain(&summary);
     assert_clean(&summary);
@@ -246,7 +247,7 @@ fn inspect_block_shows_how_it_was_proven() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     init(&data);
-    ok(&data, &["import", "--quiet", &archive_1()]);
+    ok(&data, &["import", "--quiet", &archive_1_arg()]);
     let block: Value =
         serde_json::from_str(&ok(&data, &["inspect", "--json", "block", "16"])).unwrap();
     assert_eq!(block["proof"]["signatures"], 3, "{block}");

@@ -3,6 +3,7 @@
 
 mod common;
 
+use regolith_test_support::{archive_1_arg, archive_1_bytes, fixtures};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -35,7 +36,7 @@ fn diffs_of<'a>(view: &'a Value, shard: &str) -> Vec<&'a Value> {
 fn imported(dir: &Path) -> std::path::PathBuf {
     let data = dir.join("data");
     init(&data);
-    ok(&data, &["import", "--quiet", &archive_1()]);
+    ok(&data, &["import", "--quiet", &archive_1_arg()]);
     data
 }
 
@@ -61,7 +62,7 @@ fn import_applies_and_commits_the_queue() {
     assert!(view["content_digest"].as_str().unwrap().len() == 64);
 
     // Importing the same archive again, and starting the node, change no byte of the queue.
-    let out = ok(&data, &["import", &archive_1()]);
+    let out = ok(&data, &["import", &archive_1_arg()]);
     assert!(out.contains("nothing to do"), "{out}");
     assert_eq!(queue_view(&data), view);
     // A running node collects below the GC bounds; above them the start changes nothing.
@@ -76,7 +77,7 @@ fn start_rebuilds_the_queue_from_the_applied_blocks() {
     let view = queue_view(&data);
     // A data dir whose queue is gone (or was never built) gets every applied diff back at the next start.
     std::fs::remove_dir_all(data.join("int_queue")).unwrap();
-    let out = ok(&data, &["import", &archive_1()]);
+    let out = ok(&data, &["import", &archive_1_arg()]);
     assert!(out.contains("nothing to do"), "{out}");
     assert_eq!(queue_view(&data), view);
 }
@@ -88,7 +89,7 @@ fn a_queue_ahead_of_the_applied_state_is_refused() {
     // A second node that applied only part of the chain.
     let partial = dir.path().join("partial");
     init(&partial);
-    let compressed = std::fs::read(archive_1()).unwrap();
+    let compressed = archive_1_bytes();
     let truncated = dir.path().join("truncated.bin");
     std::fs::write(&truncated, &compressed[..compressed.len() / 2]).unwrap();
     fails(&partial, &["import", truncated.to_str().unwrap()]);
@@ -102,7 +103,7 @@ fn a_queue_ahead_of_the_applied_state_is_refused() {
     std::fs::remove_dir_all(partial.join("int_queue")).unwrap();
     copy_dir(&full.join("int_queue"), &partial.join("int_queue"));
     let before = queue_view(&partial);
-    let err = fails(&partial, &["import", &archive_1()]);
+    let err = fails(&partial, &["import", &archive_1_arg()]);
     assert!(err.contains("ahead"), "{err}");
     let err = fails(&partial, &["run"]);
     assert!(err.contains("ahead"), "{err}");
@@ -127,7 +128,7 @@ fn sigkill_during_import_then_start_matches_a_clean_import() {
     let clean_dir = dir.path().join("clean");
     init(&clean_dir);
     let started = std::time::Instant::now();
-    ok(&clean_dir, &["import", "--quiet", &archive_1()]);
+    ok(&clean_dir, &["import", "--quiet", &archive_1_arg()]);
     // Kill at moments spread over a whole import.
     let import_ms = (started.elapsed().as_millis() as u64).max(50);
     let clean = queue_view(&clean_dir);
@@ -153,7 +154,7 @@ fn sigkill_during_import_then_start_matches_a_clean_import() {
             assert_eq!(view["last_committed_mc_block"], applied);
         }
     }
-    ok(&data, &["import", "--quiet", &archive_1()]);
+    ok(&data, &["import", "--quiet", &archive_1_arg()]);
     assert_eq!(beyond_gc(&queue_view(&data)), beyond_gc(&clean));
     eprintln!("kills that left uncommitted diffs behind: {saw_uncommitted} of 20");
 }
@@ -163,7 +164,7 @@ fn import_crashing_at(data: &Path, point: &str) {
     let out = Command::new(env!("CARGO_BIN_EXE_regolith"))
         .arg("--data")
         .arg(data)
-        .args(["import", "--quiet", &archive_1()])
+        .args(["import", "--quiet", &archive_1_arg()])
         .env("RUST_LOG", "error")
         .env("REGOLITH_CRASH_AT", point)
         .output()
@@ -215,7 +216,7 @@ fn crashes_between_apply_and_commit_are_repaired_at_start() {
     assert_eq!(view["last_committed_mc_block"], applied, "{view}");
     assert_eq!(view["uncommitted_diffs"], 0, "{view}");
 
-    ok(&data, &["import", "--quiet", &archive_1()]);
+    ok(&data, &["import", "--quiet", &archive_1_arg()]);
     assert_eq!(beyond_gc(&queue_view(&data)), beyond_gc(&clean));
 }
 
@@ -391,7 +392,7 @@ fn a_block_whose_queue_diff_hash_differs_is_not_imported() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     init(&data);
-    let compressed = std::fs::read(archive_1()).unwrap();
+    let compressed = archive_1_bytes();
     let mut raw = zstd::stream::decode_all(&compressed[..]).unwrap();
     let entries: Vec<_> = ArchiveReader::new(&raw[..])
         .collect::<Result<Vec<_>, _>>()
@@ -425,7 +426,7 @@ fn a_block_whose_queue_diff_hash_differs_is_not_imported() {
         "the victim's diff is not in the queue"
     );
     // The good archive completes the queue as a clean import does.
-    ok(&data, &["import", "--quiet", &archive_1()]);
+    ok(&data, &["import", "--quiet", &archive_1_arg()]);
     let view = queue_view(&data);
     assert_eq!(view["committed_diffs"], 107);
     assert_eq!(view["uncommitted_diffs"], 0);

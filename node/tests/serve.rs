@@ -3,69 +3,33 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::{metric, spawn_run, Running};
 use regolith_formats::archive::ArchiveEntryType;
 use regolith_rpc::proto::{self, rpc, OverlayResponse};
 use regolith_rpc::RawOverlayClient;
+use regolith_test_support::{
+    archive_1_bytes, archive_1_path, free_tcp_port, free_udp_port, http_get, wait_until,
+    zerostate_path,
+};
 use tycho_network::PeerInfo;
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
-}
-
-fn regolith(data: &Path, args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_regolith"))
-        .arg("--data")
-        .arg(data)
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn http_get(port: u16, path: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_serves_rpc_metrics_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    regolith(
+    common::ok(
         &data,
-        &[
-            "init",
-            "--zerostate",
-            fixtures().join("zerostate.boc").to_str().unwrap(),
-        ],
+        &["init", "--zerostate", zerostate_path().to_str().unwrap()],
     );
-    regolith(
+    common::ok(
         &data,
-        &[
-            "import",
-            "--quiet",
-            fixtures().join("archive_1.bin").to_str().unwrap(),
-        ],
+        &["import", "--quiet", archive_1_path().to_str().unwrap()],
     );
 
     // init signed this node's peer info into the global config: created_at = now, finite TTL
@@ -77,49 +41,15 @@ async fn run_serves_rpc_metrics_and_stops_on_sigterm() {
     assert!(own.expires_at > now && own.expires_at != u32::MAX);
     assert!(own.verify(now));
 
-    let metrics_port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(data.join("node.json")).unwrap()).unwrap();
-    config["listen_address"] = "127.0.0.1:0".into();
-    config["metrics_address"] = format!("127.0.0.1:{metrics_port}").into();
-    std::fs::write(
-        data.join("node.json"),
-        serde_json::to_vec_pretty(&config).unwrap(),
-    )
-    .unwrap();
+    let metrics_port = free_tcp_port();
+    common::edit_node_config(&data, |config| {
+        config["listen_address"] = "127.0.0.1:0".into();
+        config["metrics_address"] = format!("127.0.0.1:{metrics_port}").into();
+    });
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_regolith"))
-        .arg("--data")
-        .arg(&data)
-        .arg("run")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut peer_info = None;
-    let mut overlay_id = None;
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if let Some(v) = line.trim().strip_prefix("overlay id:") {
-            overlay_id = Some(v.trim().to_owned());
-        }
-        if let Some(v) = line.trim().strip_prefix("peer info:") {
-            peer_info = Some(v.trim().to_owned());
-            break;
-        }
-    }
-    let info: PeerInfo =
-        serde_json::from_str(&peer_info.expect("run prints the peer info")).unwrap();
-    let overlay_id: [u8; 32] = hex::decode(overlay_id.unwrap())
-        .unwrap()
-        .try_into()
-        .unwrap();
+    let node = spawn_run(&data);
+    let info: PeerInfo = serde_json::from_value(node.peer_info()).unwrap();
+    let overlay_id = node.overlay_id();
     assert_eq!(info.id, own.id, "the same node key");
 
     let client = RawOverlayClient::connect(
@@ -155,7 +85,7 @@ async fn run_serves_rpc_metrics_and_stops_on_sigterm() {
 
     // getBlockFull for every block of archive_1, answered by the `regolith` process to this one: block,
     // proof and queue diff byte-identical to the archive entries.
-    let compressed = std::fs::read(fixtures().join("archive_1.bin")).unwrap();
+    let compressed = archive_1_bytes();
     let mut reader =
         regolith_formats::archive::ArchiveReader::new_compressed(&compressed[..]).unwrap();
     let mut entries = std::collections::HashMap::new();
@@ -196,7 +126,7 @@ async fn run_serves_rpc_metrics_and_stops_on_sigterm() {
         );
     }
 
-    let metrics = http_get(metrics_port, "/metrics");
+    let metrics = http_get(metrics_port, "/metrics").expect("the metrics endpoint answers");
     let has = |parts: &[&str], value: &str| {
         metrics
             .lines()
@@ -230,81 +160,19 @@ async fn run_serves_rpc_metrics_and_stops_on_sigterm() {
     );
 
     // SIGTERM → clean exit
-    common::sigterm(&child);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(status.success(), "{status}");
-    drop(lines);
-}
-
-fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    common::stop_within(node.child, Duration::from_secs(20));
 }
 
 fn init_with(data: &Path, extra: &[&str]) -> std::process::Output {
-    let zerostate = fixtures().join("zerostate.boc");
+    let zerostate = zerostate_path();
     let mut args = vec!["init", "--zerostate", zerostate.to_str().unwrap()];
     args.extend_from_slice(extra);
-    Command::new(env!("CARGO_BIN_EXE_regolith"))
-        .arg("--data")
-        .arg(data)
-        .args(&args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap()
+    common::regolith(data, &args)
 }
 
-/// Starts `regolith run` and returns it once it printed its QUIC address (the line's value).
-fn spawn_run(data: &Path) -> (std::process::Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_regolith"))
-        .arg("--data")
-        .arg(data)
-        .arg("run")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut quic = None;
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if let Some(v) = line.trim().strip_prefix("QUIC address:") {
-            quic = Some(v.trim().to_owned());
-        }
-        if line.trim().starts_with("peer info:") {
-            break;
-        }
-    }
-    // Keep reading what the node prints, so that it never writes into a closed pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, quic.expect("run prints its QUIC address"))
-}
-
-fn stop(mut child: std::process::Child) {
-    common::sigterm(&child);
-    let status = child.wait().unwrap();
+fn stop(mut running: Running) {
+    common::sigterm(&running.child);
+    let status = running.child.wait().unwrap();
     assert!(status.success(), "{status}");
 }
 
@@ -344,13 +212,15 @@ fn several_nodes_on_one_machine_and_ports_in_use() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("listen_address"));
 
     // Both nodes run side by side.
-    let (node_a, quic_a) = spawn_run(&a);
-    let (node_b, quic_b) = spawn_run(&b);
-    assert_eq!(quic_a, listen_a);
-    assert_eq!(quic_b, listen_b);
+    let node_a = spawn_run(&a);
+    let node_b = spawn_run(&b);
+    assert_eq!(node_a.quic_address(), listen_a);
+    assert_eq!(node_b.quic_address(), listen_b);
     for metrics in [&metrics_a, &metrics_b] {
         let port: u16 = metrics.rsplit(':').next().unwrap().parse().unwrap();
-        assert!(http_get(port, "/metrics").starts_with("HTTP/1.1 200"));
+        assert!(http_get(port, "/metrics")
+            .expect("the metrics endpoint answers")
+            .starts_with("HTTP/1.1 200"));
     }
 
     // A third node on a's QUIC port, and a fourth on a's metrics port: each stops with an error that names
@@ -423,15 +293,11 @@ fn p2p_fetches_verifies_and_writes_from_a_running_node() {
     let listen = format!("127.0.0.1:{}", free_udp_port());
     let out = init_with(&data, &["--listen", &listen, "--metrics", "off"]);
     assert!(out.status.success());
-    regolith(
+    common::ok(
         &data,
-        &[
-            "import",
-            "--quiet",
-            fixtures().join("archive_1.bin").to_str().unwrap(),
-        ],
+        &["import", "--quiet", archive_1_path().to_str().unwrap()],
     );
-    let (node, _) = spawn_run(&data);
+    let node = spawn_run(&data);
     let global = data.join("global.json");
     let global = global.to_str().unwrap();
     let other = dir.path().join("elsewhere");
@@ -452,7 +318,7 @@ fn p2p_fetches_verifies_and_writes_from_a_running_node() {
         p2p(&args)
     };
 
-    let compressed = std::fs::read(fixtures().join("archive_1.bin")).unwrap();
+    let compressed = archive_1_bytes();
     let mut reader =
         regolith_formats::archive::ArchiveReader::new_compressed(&compressed[..]).unwrap();
     let mut entries = std::collections::HashMap::new();
@@ -529,7 +395,7 @@ fn p2p_fetches_verifies_and_writes_from_a_running_node() {
         "--out",
         proof.to_str().unwrap(),
     ]));
-    let zerostate = std::fs::read(fixtures().join("zerostate.boc")).unwrap();
+    let zerostate = std::fs::read(zerostate_path()).unwrap();
     let zs = regolith_formats::zerostate::McZerostate::parse(&zerostate).unwrap();
     regolith_formats::zerostate::check_zerostate_proof(
         &std::fs::read(&proof).unwrap(),
@@ -618,9 +484,9 @@ fn devnet_nodes_sync_from_the_one_that_imported_the_chain() {
             .arg("--dir")
             .arg(dir.path())
             .arg("--zerostate")
-            .arg(fixtures().join("zerostate.boc"))
+            .arg(zerostate_path())
             .arg("--archive")
-            .arg(fixtures().join("archive_1.bin"))
+            .arg(archive_1_path())
             .env("RUST_LOG", "warn")
             .output()
             .unwrap()
@@ -681,58 +547,22 @@ fn devnet_nodes_sync_from_the_one_that_imported_the_chain() {
 }
 
 fn metrics_height(port: u16) -> Option<u64> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    out.lines()
-        .find(|l| l.starts_with("regolith_sync_last_applied_mc_seqno"))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse::<f64>().ok())
-        .map(|v| v as u64)
+    metric(port, "regolith_sync_last_applied_mc_seqno").map(|v| v as u64)
 }
 
 fn inspect_json(data: &Path, args: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_regolith"))
-        .arg("--data")
-        .arg(data)
-        .arg("inspect")
-        .arg("--json")
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    json_of(&out)
+    let mut inspect = vec!["inspect", "--json"];
+    inspect.extend_from_slice(args);
+    json_of(&common::regolith(data, &inspect))
 }
 
 /// Discovery periods of seconds (as `regolith devnet` writes them): a restarted node finds its peer at once.
 fn quick_discovery(data: &Path) {
-    let path = data.join("node.json");
-    let mut config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let (overlay, dht) = regolith_rpc::network::quick_discovery();
-    config["overlay"] = serde_json::to_value(overlay).unwrap();
-    config["dht"] = serde_json::to_value(dht).unwrap();
-    std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
-}
-
-fn metric(port: u16, name: &str) -> Option<f64> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    out.lines()
-        .find(|l| l.split([' ', '{']).next() == Some(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse::<f64>().ok())
+    common::edit_node_config(data, |config| {
+        let (overlay, dht) = regolith_rpc::network::quick_discovery();
+        config["overlay"] = serde_json::to_value(overlay).unwrap();
+        config["dht"] = serde_json::to_value(dht).unwrap();
+    });
 }
 
 /// At least 20 SIGKILLs while a node syncs: half of them at a random instant within 100 ms of the node being
@@ -760,15 +590,11 @@ fn sigkill_during_sync_resumes_to_the_same_chain() {
     .status
     .success());
     quick_discovery(&a);
-    regolith(
+    common::ok(
         &a,
-        &[
-            "import",
-            "--quiet",
-            fixtures().join("archive_1.bin").to_str().unwrap(),
-        ],
+        &["import", "--quiet", archive_1_path().to_str().unwrap()],
     );
-    let (node_a, _) = spawn_run(&a);
+    let node_a = spawn_run(&a);
 
     let metrics_b = free_tcp_port();
     let listen_b = format!("127.0.0.1:{}", free_udp_port());
@@ -816,22 +642,21 @@ fn sigkill_during_sync_resumes_to_the_same_chain() {
             .unwrap();
         if kills % 2 == 0 {
             // At a random instant soon after the node is up: discovery, a download or an import.
-            let deadline = std::time::Instant::now() + Duration::from_secs(60);
-            while metrics_height(metrics_b).is_none() {
-                assert!(std::time::Instant::now() < deadline, "node b did not start");
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            wait_until(
+                "node b did not start",
+                Duration::from_secs(60),
+                Duration::from_millis(10),
+                || metrics_height(metrics_b).is_some(),
+            );
             std::thread::sleep(Duration::from_millis(rng.gen_range(0..100)));
         } else {
             // Right after the height moved (read from the node's own metrics).
-            let deadline = std::time::Instant::now() + Duration::from_secs(60);
-            while metrics_height(metrics_b).is_none_or(|h| h <= u64::from(before)) {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "no progress after {before}"
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            wait_until(
+                &format!("no progress after {before}"),
+                Duration::from_secs(60),
+                Duration::from_millis(10),
+                || metrics_height(metrics_b).is_some_and(|h| h > u64::from(before)),
+            );
             std::thread::sleep(Duration::from_millis(rng.gen_range(0..20)));
         }
         let _ = child.kill();
@@ -840,15 +665,13 @@ fn sigkill_during_sync_resumes_to_the_same_chain() {
         heights.push(height(&b));
     }
     eprintln!("heights after each of the {kills} kills: {heights:?}");
-    let (node_b, _) = spawn_run(&b);
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while metrics_height(metrics_b) != Some(100) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "node b did not reach mc 100"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let node_b = spawn_run(&b);
+    wait_until(
+        "node b did not reach mc 100",
+        Duration::from_secs(120),
+        Duration::from_millis(200),
+        || metrics_height(metrics_b) == Some(100),
+    );
     assert_eq!(
         metric(metrics_b, "regolith_sync_lag_blocks"),
         Some(0.0),
@@ -936,6 +759,5 @@ fn node_json_is_written_for_its_owner_only_and_a_readable_one_is_refused() {
         );
     }
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let (child, _) = spawn_run(&data);
-    stop(child);
+    stop(spawn_run(&data));
 }

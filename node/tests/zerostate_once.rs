@@ -2,25 +2,20 @@
 //! each importing the fixture chain through its own pipeline and inspecting how stored blocks were proven,
 //! share one proof checker. This file holds one test so that the process's count is this test's alone.
 
+use regolith_test_support::{archive_1_path, fixtures};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 
 use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_data_dirs_of_one_chain_parse_its_zerostate_once() {
-    let mc_blocks: Vec<_> = ArchiveReader::new_compressed(
-        std::fs::File::open(fixtures().join("archive_1.bin")).unwrap(),
-    )
-    .unwrap()
-    .map(Result::unwrap)
-    .filter(|e| e.ty == ArchiveEntryType::Block && e.block_id.is_masterchain())
-    .map(|e| e.block_id)
-    .collect();
+    let mc_blocks: Vec<_> =
+        ArchiveReader::new_compressed(std::fs::File::open(archive_1_path()).unwrap())
+            .unwrap()
+            .map(Result::unwrap)
+            .filter(|e| e.ty == ArchiveEntryType::Block && e.block_id.is_masterchain())
+            .map(|e| e.block_id)
+            .collect();
     assert!(mc_blocks.len() > 10);
     assert_eq!(regolith_node::proofs::zerostate_parses(), 0);
 

@@ -13,6 +13,7 @@ use regolith_queue::{
     BoundedShardRange, DiffInfo, DiffStatistics, DiffZone, MessageQueue, MessageValue,
     PartitionRouter, QueueError, QueueKey, RouterAddr, RouterHalf,
 };
+use regolith_test_support::{fixture_bytes, hash_from_hex};
 
 #[test]
 fn s01_next_value() {
@@ -162,7 +163,7 @@ fn s05_diff_info_round_trip_and_count_limit() {
 
 #[test]
 fn s06_first_block_queue_diff_fixture() {
-    let raw = std::fs::read(fixture("first_block_queue_diff.bin")).unwrap();
+    let raw = fixture_bytes("first_block_queue_diff.bin");
     assert_eq!(raw.len(), 252);
     let d = QueueDiff::parse(&raw).unwrap();
     assert_eq!(u32::from_le_bytes(raw[..4].try_into().unwrap()), 0x6020a3b2);
@@ -181,14 +182,14 @@ fn s06_first_block_queue_diff_fixture() {
     assert_eq!(d.to_bytes(), raw);
     assert_eq!(
         d.compute_hash(),
-        hash_hex("7a4b22a73454e3ca511f5a6a3af6befd52d6a61b66ae5f7a5077c5b309ebc68a")
+        hash_from_hex("7a4b22a73454e3ca511f5a6a3af6befd52d6a61b66ae5f7a5077c5b309ebc68a")
     );
 }
 
 #[test]
 fn s07_bad_tl_inputs_rejected() {
     use regolith_formats::queue_state::{QueueState, QueueStateHeader};
-    let raw = std::fs::read(fixture("first_block_queue_diff.bin")).unwrap();
+    let raw = fixture_bytes("first_block_queue_diff.bin");
     let base = QueueDiff::parse(&raw).unwrap();
     let rejects =
         |d: &QueueDiff, what: &str| assert!(QueueDiff::parse(&d.to_bytes()).is_err(), "{what}");

@@ -15,6 +15,7 @@ use regolith_queue::{
     diff_from_block, diff_from_out_msgs, DiffZone, ImportFailure, MessageQueue, MessageValue,
     QueueError, QueueKey, QueueStorage,
 };
+use regolith_test_support::{archive_1_path, fixture_bytes, hash_from_hex};
 use tycho_types::boc::BocRepr;
 use tycho_types::cell::{Cell, CellFamily, Lazy};
 use tycho_types::models::{
@@ -122,7 +123,7 @@ fn s44_diff_from_out_msg_descr() {
 }
 
 fn archive_mc_block_1() -> (BlockId, Block, Vec<u8>) {
-    let file = std::fs::File::open(fixture("archive_1.bin")).unwrap();
+    let file = std::fs::File::open(archive_1_path()).unwrap();
     let reader = ArchiveReader::new_compressed(file).unwrap();
     let mut block = None;
     let mut diff = None;
@@ -138,10 +139,7 @@ fn archive_mc_block_1() -> (BlockId, Block, Vec<u8>) {
     }
     let (id, data) = block.unwrap();
     let diff = diff.unwrap();
-    assert_eq!(
-        diff,
-        std::fs::read(fixture("first_block_queue_diff.bin")).unwrap()
-    );
+    assert_eq!(diff, fixture_bytes("first_block_queue_diff.bin"));
     (id, BocRepr::decode::<Block, _>(&data).unwrap(), diff)
 }
 
@@ -160,7 +158,8 @@ fn s45_network_block_diff_applies_and_commits() {
     let built = diff_from_block(&id, Some(&block), &tl).unwrap();
     assert!(built.diff.messages.is_empty());
     assert!(built.diff.router.is_empty());
-    let expected = hash_hex("7a4b22a73454e3ca511f5a6a3af6befd52d6a61b66ae5f7a5077c5b309ebc68a");
+    let expected =
+        hash_from_hex("7a4b22a73454e3ca511f5a6a3af6befd52d6a61b66ae5f7a5077c5b309ebc68a");
     assert_eq!(built.hash, expected);
     assert!(q
         .apply_diff(
@@ -206,16 +205,16 @@ fn s45_block_diff_hash_mismatch_is_rejected() {
 fn shard_state() -> (BlockId, HashBytes, Vec<u8>) {
     (
         block(SH, 160),
-        hash_hex("794fe9ce31b7919d2b6ca9ae0f97501f4017382a273b8f3ee512dcfcb5b14482"),
-        std::fs::read(fixture("queue_state/shard.bin")).unwrap(),
+        hash_from_hex("794fe9ce31b7919d2b6ca9ae0f97501f4017382a273b8f3ee512dcfcb5b14482"),
+        fixture_bytes("queue_state/shard.bin"),
     )
 }
 
 fn master_state() -> (BlockId, HashBytes, Vec<u8>) {
     (
         mc_block(90),
-        hash_hex("5795ca5d1b8d0c1ce96394eef851bde718ff2e14fd2840098ed2bb7640f278c5"),
-        std::fs::read(fixture("queue_state/master.bin")).unwrap(),
+        hash_from_hex("5795ca5d1b8d0c1ce96394eef851bde718ff2e14fd2840098ed2bb7640f278c5"),
+        fixture_bytes("queue_state/master.bin"),
     )
 }
 

@@ -2,7 +2,6 @@
 //! variant is dropped before it.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -17,6 +16,8 @@ use tycho_types::models::{ExtOutMsgInfo, IntMsgInfo, MsgInfo};
 use tycho_types::prelude::Boc;
 
 mod common;
+
+use common::fixture_externals;
 
 #[derive(Default)]
 struct Collector(Mutex<Vec<(PeerId, Bytes)>>);
@@ -56,43 +57,6 @@ async fn deliver(svc: &BlockchainRpcService, collector: &Collector, body: Bytes)
         assert_eq!(peer, PeerId([7; 32]));
         msg
     })
-}
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/externals")
-}
-
-fn decode_base64(text: &str) -> Vec<u8> {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = Vec::new();
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for c in text
-        .bytes()
-        .filter(|c| !c.is_ascii_whitespace() && *c != b'=')
-    {
-        let v = ALPHABET.iter().position(|a| *a == c).expect("base64") as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    out
-}
-
-fn fixture_messages() -> Vec<Vec<u8>> {
-    let mut files: Vec<_> = std::fs::read_dir(fixtures())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty());
-    files
-        .iter()
-        .map(|f| decode_base64(&std::fs::read_to_string(f).unwrap()))
-        .collect()
 }
 
 fn boc(cell: &Cell) -> Vec<u8> {
@@ -202,7 +166,7 @@ fn wide_tree(count: u32, bits: u16) -> Cell {
 #[tokio::test]
 async fn item15_fixture_externals_reach_the_listener() {
     let (svc, collector) = setup();
-    for message in fixture_messages() {
+    for message in fixture_externals() {
         let got = deliver(&svc, &collector, broadcast_body(&message)).await;
         assert_eq!(got.as_deref(), Some(message.as_slice()));
     }
@@ -262,7 +226,7 @@ async fn item15_built_valid_messages_pass() {
 #[tokio::test]
 async fn item15_corrupted_variants_are_dropped() {
     let (svc, collector) = setup();
-    let valid = fixture_messages().remove(0);
+    let valid = fixture_externals().remove(0);
     let mut variants: Vec<(&str, &str, Bytes)> = Vec::new();
 
     variants.push((

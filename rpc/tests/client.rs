@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::net::{connect_all, fast_node, new_overlay};
+use common::net::{connect_all, fast_node};
 use common::*;
 use futures_util::future::{ready, BoxFuture, Ready};
 use regolith_rpc::client::{
@@ -19,6 +19,8 @@ use regolith_rpc::config::PublicOverlayClientConfig;
 use regolith_rpc::network::{BlockchainNetwork, Silent};
 use regolith_rpc::proto::{self, OverlayResponse, RpcRequest};
 use regolith_rpc::ArchiveLookup;
+use regolith_test_support::net::random_overlay_id;
+use regolith_test_support::{wait_for_async, wait_until_async};
 use tycho_network::{Response, Service, ServiceRequest};
 use tycho_types::models::BlockId;
 
@@ -221,7 +223,7 @@ async fn item3_a_1_mb_block_in_64_kib_chunks_round_trips_and_tiny_chunks_are_ref
     let id = mc_block(1, 1);
     let server = TestServer::new(id, blob.clone(), 64 << 10, Fault::None);
     let requests = server.chunk_requests.clone();
-    let node = fast_node(41, new_overlay(), server);
+    let node = fast_node(41, random_overlay_id(), server);
     let c = client_of(42, &[&node]).await;
     let got = c
         .client
@@ -249,7 +251,7 @@ async fn item3_a_1_mb_block_in_64_kib_chunks_round_trips_and_tiny_chunks_are_ref
     // The same block in 128-byte chunks (one query per 128 bytes) is refused before any chunk is asked for.
     let server = TestServer::new(id, blob.clone(), 128, Fault::None);
     let requests = server.chunk_requests.clone();
-    let tiny = fast_node(45, new_overlay(), server);
+    let tiny = fast_node(45, random_overlay_id(), server);
     let c = client_of(46, &[&tiny]).await;
     let got = c
         .client
@@ -277,7 +279,7 @@ async fn item3_a_2_5_mib_block_arrives_in_3_chunks() {
     storage.insert_full(id, blob);
     let node = fast_node(
         43,
-        new_overlay(),
+        random_overlay_id(),
         service(storage, Arc::new(StubProvider::new(1 << 20))),
     );
     let c = client_of(44, &[&node]).await;
@@ -311,7 +313,7 @@ async fn dishonest_peers_are_scored_and_the_healthy_one_serves() {
         // Alone, the dishonest peer yields an error and loses score; nothing corrupt is handed back.
         let bad = fast_node(
             ip,
-            new_overlay(),
+            random_overlay_id(),
             TestServer::new(id, blob.clone(), 64 << 10, fault),
         );
         let alone = client_of(ip + 1, &[&bad]).await;
@@ -329,7 +331,7 @@ async fn dishonest_peers_are_scored_and_the_healthy_one_serves() {
             .totals();
         assert!(failed >= 1, "{fault:?}: the bad answer was rejected");
         // With a healthy neighbour, the block comes from it, intact.
-        let overlay = new_overlay();
+        let overlay = random_overlay_id();
         let bad = fast_node(
             ip + 2,
             overlay,
@@ -356,7 +358,7 @@ async fn item13_a_silent_peer_falls_back_to_the_healthy_one() {
     let original = random(3000, 4);
     let blob = compressed(&original, 3);
     let id = mc_block(6, 6);
-    let overlay = new_overlay();
+    let overlay = random_overlay_id();
     let silent = fast_node(
         90,
         overlay,
@@ -388,7 +390,7 @@ async fn item13_a_silent_peer_falls_back_to_the_healthy_one() {
 async fn item12_not_found_is_not_success() {
     let empty = fast_node(
         100,
-        new_overlay(),
+        random_overlay_id(),
         service(
             Arc::new(StubStorage::default()),
             Arc::new(StubProvider::new(1 << 20)),
@@ -426,11 +428,13 @@ async fn item12_not_found_is_not_success() {
         .unwrap();
     assert_eq!(score_of(&c.client, &empty), 0, "Required: malicious");
     // it leaves the set at the next apply
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !c.client.overlay_client().neighbours().is_empty() {
-        assert!(std::time::Instant::now() < deadline, "still a neighbour");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until_async(
+        "still a neighbour",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        async || c.client.overlay_client().neighbours().is_empty(),
+    )
+    .await;
     assert!(matches!(
         c.client
             .get_block_full(&id, DataRequirement::Optional)
@@ -453,7 +457,7 @@ async fn search_among(
     ip_last: u8,
     lookups: &[ArchiveLookup],
 ) -> Result<ArchiveSearch, ClientError> {
-    let overlay = new_overlay();
+    let overlay = random_overlay_id();
     let servers: Vec<BlockchainNetwork> = lookups
         .iter()
         .enumerate()
@@ -500,7 +504,7 @@ async fn item14_too_new_quorum() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_neighbours() {
-    let node = fast_node(130, new_overlay(), Silent);
+    let node = fast_node(130, random_overlay_id(), Silent);
     let overlay =
         PublicOverlayClient::new(node.network.clone(), node.overlay.clone(), client_config());
     let client = BlockchainRpcClient::builder()
@@ -568,7 +572,7 @@ impl regolith_rpc::client::OwnMessageListener for Own {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item7_broadcast_reaches_five_validators_each() {
     const NODES: usize = 10;
-    let overlay_id = new_overlay();
+    let overlay_id = random_overlay_id();
     let received: Vec<Arc<Received>> = (0..NODES).map(|_| Arc::default()).collect();
     let nodes: Vec<BlockchainNetwork> = (0..NODES)
         .map(|i| {
@@ -608,17 +612,17 @@ async fn item7_broadcast_reaches_five_validators_each() {
                 .unwrap()
         })
         .collect();
-    let deadline = std::time::Instant::now() + Duration::from_secs(240);
-    while clients
-        .iter()
-        .any(|c| c.overlay_client().broadcast_targets().len() < 5)
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "targets did not settle"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_until_async(
+        "targets did not settle",
+        Duration::from_secs(240),
+        Duration::from_millis(200),
+        async || {
+            clients
+                .iter()
+                .all(|c| c.overlay_client().broadcast_targets().len() >= 5)
+        },
+    )
+    .await;
     // Warm-up: each node broadcasts until one of its broadcasts reaches all 5 targets. That opens the
     // connections to the targets (two nodes connecting to each other at once can lose a stream while the
     // duplicate connection is closed, and a loaded machine can fail a first send); the round under test
@@ -652,16 +656,15 @@ async fn item7_broadcast_reaches_five_validators_each() {
             .map(|r| r.0.lock().iter().filter(|(_, m)| is_under_test(m)).count())
             .sum()
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while under_test() < NODES * 5 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} of {} messages received",
-            under_test(),
-            NODES * 5
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_async(
+        Duration::from_secs(120),
+        Duration::from_millis(50),
+        async || match under_test() {
+            n if n >= NODES * 5 => Ok(()),
+            n => Err(format!("{n} of {} messages received", NODES * 5)),
+        },
+    )
+    .await;
     assert_eq!(under_test(), NODES * 5);
     for (i, own) in own.iter().enumerate() {
         let message = external(i as u32);
@@ -715,7 +718,7 @@ fn archive_node(ip_last: u8, compressed: Vec<u8>) -> BlockchainNetwork {
     provider.archives.lock().insert(1, Bytes::from(compressed));
     fast_node(
         ip_last,
-        new_overlay(),
+        random_overlay_id(),
         service(Arc::new(StubStorage::default()), Arc::new(provider)),
     )
 }
@@ -839,7 +842,7 @@ async fn split_persistent_states_are_validated_and_downloaded_in_prefix_order() 
         );
         provider
     };
-    let overlay = new_overlay();
+    let overlay = random_overlay_id();
     // split depth 2 with depth-1 prefixes is invalid (§7.8): rejected, and the search goes on.
     let invalid = fast_node(
         170,
@@ -892,7 +895,7 @@ async fn split_persistent_states_are_validated_and_downloaded_in_prefix_order() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item7_a_peer_signed_with_created_at_0_is_a_target() {
-    let overlay_id = new_overlay();
+    let overlay_id = random_overlay_id();
     let nodes: Vec<BlockchainNetwork> = (0..3)
         .map(|i| {
             let service = regolith_rpc::BlockchainRpcService::builder()
@@ -935,19 +938,24 @@ async fn item7_a_peer_signed_with_created_at_0_is_a_target() {
             c
         })
         .collect();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while clients[..2]
-        .iter()
-        .any(|c| !c.broadcast_targets().contains(&ids[2]))
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the created_at = 0 peer never became a target: {:?} {:?}",
-            clients[0].broadcast_targets(),
-            clients[1].broadcast_targets()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_async(
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        async || {
+            if clients[..2]
+                .iter()
+                .all(|c| c.broadcast_targets().contains(&ids[2]))
+            {
+                return Ok(());
+            }
+            Err(format!(
+                "the created_at = 0 peer never became a target: {:?} {:?}",
+                clients[0].broadcast_targets(),
+                clients[1].broadcast_targets()
+            ))
+        },
+    )
+    .await;
     // It was judged by the info signed with created_at = 0.
     for n in &nodes[..2] {
         assert_eq!(n.network.known_peers().get(&ids[2]).unwrap().created_at, 0);

@@ -7,11 +7,13 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::net::{fast_node, fast_settings, new_overlay};
+use common::net::{fast_node, fast_settings};
 use common::*;
 use regolith_rpc::client::{PeerBook, PublicOverlayClient};
 use regolith_rpc::config::PublicOverlayClientConfig;
 use regolith_rpc::network::{BlockchainNetwork, Silent};
+use regolith_test_support::net::random_overlay_id;
+use regolith_test_support::wait_until_async;
 
 fn client_config() -> PublicOverlayClientConfig {
     PublicOverlayClientConfig {
@@ -39,16 +41,18 @@ async fn neighbour_answers(client: &PublicOverlayClient, server: &BlockchainNetw
         .neighbours()
         .find(&server.peer_id())
         .expect("the server is the neighbour");
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while client.ping(&neighbour).await.is_err() {
-        assert!(std::time::Instant::now() < deadline, "the server answers");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_until_async(
+        "the server answers",
+        Duration::from_secs(120),
+        Duration::from_millis(200),
+        async || client.ping(&neighbour).await.is_ok(),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bootstrap_and_recent_peers_are_neighbours_whatever_the_overlay_lists() {
-    let overlay_id = new_overlay();
+    let overlay_id = random_overlay_id();
     let server = fast_node(
         10,
         overlay_id,
@@ -79,16 +83,19 @@ async fn bootstrap_and_recent_peers_are_neighbours_whatever_the_overlay_lists() 
             "the overlay itself lists nobody"
         );
         // The apply tick remembers the neighbour that answered, in the file.
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while !client
-            .peer_book()
-            .recent()
-            .iter()
-            .any(|i| i.id == server.peer_id())
-        {
-            assert!(std::time::Instant::now() < deadline, "remembered");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_until_async(
+            "remembered",
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            async || {
+                client
+                    .peer_book()
+                    .recent()
+                    .iter()
+                    .any(|i| i.id == server.peer_id())
+            },
+        )
+        .await;
         node.network.shutdown().await;
     }
     assert!(std::fs::read_to_string(&path)

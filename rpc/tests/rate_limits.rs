@@ -80,32 +80,6 @@ async fn answered(client: &regolith_rpc::RawOverlayClient, body: Bytes, n: usize
         .count()
 }
 
-fn valid_external() -> Vec<u8> {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/externals");
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    let text = std::fs::read_to_string(&files[0]).unwrap();
-    // minimal base64 decoding
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let (mut out, mut acc, mut bits) = (Vec::new(), 0u32, 0);
-    for c in text
-        .bytes()
-        .filter(|c| !c.is_ascii_whitespace() && *c != b'=')
-    {
-        acc = (acc << 6) | A.iter().position(|a| *a == c).unwrap() as u32;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item9_light_burst_then_shared_cooldown() {
     let _serial = SERIAL.lock().await;
@@ -145,7 +119,7 @@ async fn item9_heavy_and_broadcast_buckets() {
     assert!(try_query(&sender, Bytes::from_static(&[1, 2, 3, 4]))
         .await
         .is_none());
-    let body = broadcast_body(&valid_external());
+    let body = broadcast_body(&fixture_externals().remove(0));
     join_all((0..25).map(|_| sender.send(body.clone()))).await;
     // Wait for the 20 the bucket lets through, however slowly they arrive; a little longer for any that
     // should not have passed (a slow machine can only make this pass, never fail).

@@ -3,9 +3,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +20,7 @@ use regolith_rpc::{
     ArchiveLookup, BlockchainRpcService, HybridProvider, RpcDataProvider, S3Provider, StateInfo,
     StateKind, StatePart,
 };
+use regolith_test_support::{fixture_bytes, free_tcp_port, http_request};
 
 const MIB: u64 = 1 << 20;
 const BUCKET: &str = "regolith";
@@ -39,29 +38,13 @@ impl Drop for S3Server {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn http(port: u16, request: &str) -> Option<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut out = String::new();
-    let _ = stream.read_to_string(&mut out);
-    Some(out)
-}
-
 /// Starts moto on a free port. A port picked free can be taken by another process before moto binds it (the
 /// tests of this workspace bind many), so a start that does not answer as moto is retried on a new port.
 fn start_server() -> S3Server {
     let python = std::env::var("REGOLITH_PYTHON").unwrap_or_else(|_| "python3".into());
     let mut last_failure = String::new();
     for _ in 0..5 {
-        let port = free_port();
+        let port = free_tcp_port();
         let child = Command::new(&python)
             .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
@@ -79,7 +62,7 @@ fn start_server() -> S3Server {
                 break;
             }
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                let answer = http(port, &format!("PUT /{BUCKET} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"));
+                let answer = http_request(port, &format!("PUT /{BUCKET} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"));
                 match answer {
                     Some(a) if a.starts_with("HTTP/1.1 200") => return server,
                     other => {
@@ -132,15 +115,6 @@ async fn put(endpoint: &str, key: &str, data: Vec<u8>) {
         .unwrap();
 }
 
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/fixtures")
-            .join(name),
-    )
-    .unwrap()
-}
-
 fn provider(endpoint: &str, chunk: u64, proxy: Option<S3ProxyConfig>) -> S3Provider {
     S3Provider::new(
         &S3Settings {
@@ -183,29 +157,17 @@ async fn download_all(
     out
 }
 
-fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item10_s3_provider() {
     let server = start_server();
     let ep = server.endpoint.clone();
-    let archive = fixture("archive_1.bin");
+    let archive = fixture_bytes("archive_1.bin");
     put(&ep, "archives/1", archive.clone()).await;
 
     let shard = shard_block(10, 1);
     let b = block_key_text(&shard);
     let unsplit = pseudo_random(3 * MIB as usize / 2, 1);
-    let queue = fixture("queue_state/shard.bin");
+    let queue = fixture_bytes("queue_state/shard.bin");
     put(&ep, &format!("states/{b}.boc"), unsplit.clone()).await;
     put(&ep, &format!("states/{b}.queue"), queue.clone()).await;
 
@@ -506,7 +468,7 @@ async fn item10_s3_provider() {
 async fn item11_hybrid_provider() {
     let server = start_server();
     let ep = server.endpoint.clone();
-    let archive = fixture("archive_1.bin");
+    let archive = fixture_bytes("archive_1.bin");
     put(&ep, "archives/101", archive.clone()).await;
     put(&ep, "archives/1", archive.clone()).await;
     let state_block = shard_block(10, 1);

@@ -14,18 +14,6 @@ use tycho_types::prelude::HashBytes;
 
 const MIB: usize = 1 << 20;
 
-fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn item3_chunked_block_arrives_in_three_chunks() {
     let original = pseudo_random(5 * MIB / 2, 7);

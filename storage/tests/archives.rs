@@ -11,6 +11,7 @@ use regolith_storage::tables::{ArchiveBlockIds, ArchiveEventKey, ArchiveEvents, 
 use regolith_storage::{
     ArchiveId, ArchiveInfo, NewBlockMeta, Storage, StorageError, ARCHIVE_CHUNK_SIZE,
 };
+use regolith_test_support::{archive_1_decompressed, fixture_bytes};
 
 fn has_event(s: &Storage, archive_id: u32, event: u32) -> bool {
     s.db()
@@ -374,8 +375,10 @@ async fn removed_handles_cannot_store_components() {
     let diff = regolith_formats::queue_diff::QueueDiff {
         shard: regolith_formats::ShardIdent::MASTERCHAIN,
         seqno: 5,
-        ..regolith_formats::queue_diff::QueueDiff::parse(&fixture("first_block_queue_diff.bin"))
-            .unwrap()
+        ..regolith_formats::queue_diff::QueueDiff::parse(&fixture_bytes(
+            "first_block_queue_diff.bin",
+        ))
+        .unwrap()
     };
     let err = s
         .components()

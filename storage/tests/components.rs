@@ -11,10 +11,11 @@ use regolith_formats::block_id::parse_block_id;
 use regolith_formats::{BlockKey, ShardIdent};
 use regolith_storage::tables::{BlockComponents, BlockHandles, ComponentKey, StoredHash};
 use regolith_storage::{BlockFlags, KvError, MaybeExistingHandle, StorageError};
+use regolith_test_support::fixture_bytes;
 
 fn block_fixture() -> (regolith_formats::BlockId, Vec<u8>) {
-    let text = String::from_utf8(fixture("block_id.txt")).unwrap();
-    (parse_block_id(&text).unwrap(), fixture("block.bin"))
+    let text = String::from_utf8(fixture_bytes("block_id.txt")).unwrap();
+    (parse_block_id(&text).unwrap(), fixture_bytes("block.bin"))
 }
 
 #[tokio::test]
@@ -344,7 +345,7 @@ async fn s23_list_blocks() {
 
 #[tokio::test]
 async fn s24_first_queue_diff() {
-    let expected = fixture("first_block_queue_diff.bin");
+    let expected = fixture_bytes("first_block_queue_diff.bin");
     let blocks = archive_1_blocks();
     let mc1 = blocks
         .iter()

@@ -10,6 +10,7 @@ use regolith_storage::tables::{
     KeyBlocks, SeqnoKey, StoredBlockId, StoredBlockKey, StoredHash,
 };
 use regolith_storage::{BlockGcStats, Direction, KvError, NewBlockMeta, Storage, StorageError};
+use regolith_test_support::archive_1_decompressed;
 
 /// Creates a block with three component rows and Prev1/Next1 rows.
 fn full_block(s: &Storage, id: &BlockId) -> regolith_storage::BlockHandle {

@@ -6,6 +6,7 @@ use common::*;
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
 use regolith_storage::tables::{KeyBlocks, SeqnoKey, StoredBlockId};
 use regolith_storage::{KeyBlocksDirection, NewBlockMeta, Storage, StorageError};
+use regolith_test_support::fixture_bytes;
 use tycho_types::boc::Boc;
 
 const UTIMES: [(u32, u32); 4] = [
@@ -136,7 +137,7 @@ fn key_block_index_errors_are_surfaced() {
 
 #[tokio::test]
 async fn s13_zerostate() {
-    let boc = fixture("zerostate.boc");
+    let boc = fixture_bytes("zerostate.boc");
     let root = Boc::decode(&boc).unwrap();
     let file_hash = HashBytes(*blake3::hash(&boc).as_bytes());
     assert_eq!(

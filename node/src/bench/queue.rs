@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
+use super::queue_cases::{self as bench, BenchCase, BenchParams, ImportInput};
 use anyhow::{bail, Context, Result};
 use regolith_formats::queue_state::QueueState;
 use regolith_formats::BlockId;
-use super::queue_cases::{self as bench, BenchCase, BenchParams, ImportInput};
 
 /// `bench queue`: the cases of queue.md §12 on fresh temp databases, printed as a table or JSON.
 pub fn queue(json: bool, quick: bool, cases: &[String], import_file: &Path) -> Result<()> {

@@ -4,14 +4,13 @@
 pub(crate) mod netns;
 pub(crate) mod relay;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
+use regolith_test_support::{archive_1_arg, bytes32_from_hex, http_get, wait_for, zerostate_path};
 use serde_json::Value;
-
-pub(crate) fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
-}
 
 pub(crate) fn regolith(data: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_regolith"))
@@ -44,7 +43,7 @@ pub(crate) fn summary(data: &Path) -> Value {
 }
 
 pub(crate) fn init(data: &Path) {
-    let zerostate = fixtures().join("zerostate.boc");
+    let zerostate = zerostate_path();
     let out = ok(data, &["init", "--zerostate", zerostate.to_str().unwrap()]);
     assert!(
         out.contains("zerostate id: -1:8000000000000000:0:"),
@@ -55,14 +54,6 @@ pub(crate) fn init(data: &Path) {
         "{out}"
     );
     assert!(out.contains("overlay id:"), "{out}");
-}
-
-pub(crate) fn archive_1() -> String {
-    fixtures()
-        .join("archive_1.bin")
-        .to_str()
-        .unwrap()
-        .to_string()
 }
 
 pub(crate) fn assert_clean(summary: &Value) {
@@ -102,22 +93,19 @@ pub(crate) fn queue_view(data: &Path) -> Value {
 /// Starts `regolith run`, waits until it reports that it is running, then stops it with SIGTERM and checks
 /// that it exits cleanly.
 pub(crate) fn start_and_stop(data: &Path) {
-    use std::io::{BufRead, BufReader};
     // Any free port and no metrics endpoint, so that tests can run nodes side by side.
-    let config_path = data.join("node.json");
-    let mut config: Value =
-        serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
-    config["listen_address"] = "127.0.0.1:0".into();
-    config["metrics_address"] = Value::Null;
-    std::fs::write(&config_path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+    edit_node_config(data, |config| {
+        config["listen_address"] = "127.0.0.1:0".into();
+        config["metrics_address"] = Value::Null;
+    });
     let mut child = Command::new(env!("CARGO_BIN_EXE_regolith"))
         .arg("--data")
         .arg(data)
         .arg("run")
         .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
+        .stdout(Stdio::piped())
         // Not piped: nobody reads it while the node runs, and a full pipe would block the node.
-        .stderr(std::process::Stdio::null())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -132,21 +120,133 @@ pub(crate) fn start_and_stop(data: &Path) {
     assert!(status.success(), "regolith run exited with {status}");
 }
 
+/// Rewrites the node's `node.json` through `edit`.
+pub(crate) fn edit_node_config(data: &Path, edit: impl FnOnce(&mut Value)) {
+    let path = data.join("node.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut config);
+    std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+}
+
+/// A running `regolith run` with what it printed about itself (each `None` when it printed no such line).
+pub(crate) struct Running {
+    /// The node process.
+    pub child: Child,
+    quic_address: Option<String>,
+    overlay_id: Option<String>,
+    peer_info: Option<String>,
+}
+
+impl Running {
+    /// The value of its `QUIC address:` line.
+    pub(crate) fn quic_address(&self) -> &str {
+        self.quic_address
+            .as_deref()
+            .expect("run prints its QUIC address")
+    }
+
+    /// The overlay id of its `overlay id:` line.
+    pub(crate) fn overlay_id(&self) -> [u8; 32] {
+        bytes32_from_hex(
+            self.overlay_id
+                .as_deref()
+                .expect("run prints its overlay id"),
+        )
+    }
+
+    /// The JSON of its `peer info:` line.
+    pub(crate) fn peer_info(&self) -> Value {
+        let peer_info = self
+            .peer_info
+            .as_deref()
+            .expect("regolith run prints its peer info");
+        serde_json::from_str(peer_info).unwrap()
+    }
+}
+
+/// Starts `regolith run` and returns it once it printed its peer info, the last line it prints about
+/// itself at start.
+pub(crate) fn spawn_run(data: &Path) -> Running {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_regolith"))
+        .arg("--data")
+        .arg(data)
+        .arg("run")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut quic_address, mut overlay_id, mut peer_info) = (None, None, None);
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let line = line.trim();
+        if let Some(v) = line.strip_prefix("QUIC address:") {
+            quic_address = Some(v.trim().to_owned());
+        }
+        if let Some(v) = line.strip_prefix("overlay id:") {
+            overlay_id = Some(v.trim().to_owned());
+        }
+        if let Some(v) = line.strip_prefix("peer info:") {
+            peer_info = Some(v.trim().to_owned());
+            break;
+        }
+    }
+    // Keep reading what the node prints, so that it never writes into a closed pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Running {
+        child,
+        quic_address,
+        overlay_id,
+        peer_info,
+    }
+}
+
+/// Sends SIGTERM, waits for the exit at most `timeout`, and checks that it was a clean one.
+pub(crate) fn stop_within(mut child: Child, timeout: Duration) {
+    sigterm(&child);
+    let status = wait_for(timeout, Duration::from_millis(100), || {
+        child
+            .try_wait()
+            .unwrap()
+            .ok_or_else(|| "no exit after SIGTERM".to_owned())
+    });
+    assert!(status.success(), "regolith run exited with {status}");
+}
+
+/// The `/metrics` page on 127.0.0.1:`port`, `None` while the endpoint does not answer 200.
+pub(crate) fn metrics_page(port: u16) -> Option<String> {
+    http_get(port, "/metrics").filter(|page| page.starts_with("HTTP/1.1 200"))
+}
+
+/// The value of the first series of metric `name` on a metrics page (labels or not).
+pub(crate) fn metric_value(page: &str, name: &str) -> Option<f64> {
+    page.lines()
+        .find(|l| l.split(['{', ' ']).next() == Some(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The value of metric `name` on 127.0.0.1:`port`/metrics, `None` while the endpoint does not answer.
+pub(crate) fn metric(port: u16, name: &str) -> Option<f64> {
+    metric_value(&metrics_page(port)?, name)
+}
+
 /// Sends SIGTERM (a clean stop) to a child process.
-pub(crate) fn sigterm(child: &std::process::Child) {
+pub(crate) fn sigterm(child: &Child) {
     // SAFETY: kill(2) only sends a signal, here to our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
 }
 
 /// Starts `regolith import --quiet archive_1` in the background (for kill loops).
-pub(crate) fn spawn_import(data: &Path) -> std::process::Child {
+pub(crate) fn spawn_import(data: &Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_regolith"))
         .arg("--data")
         .arg(data)
-        .args(["import", "--quiet", &archive_1()])
+        .args(["import", "--quiet", &archive_1_arg()])
         .env("RUST_LOG", "error")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap()
 }

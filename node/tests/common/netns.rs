@@ -5,12 +5,13 @@
 //!
 //! Needs `ip` (iproute2) and the right to create network namespaces (root in the sandbox, as in CI).
 
+use regolith_test_support::zerostate_path;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-use super::{fixtures, ok, regolith};
+use super::{ok, regolith};
 
 /// Runs `ip ARGS` and fails the test when it fails.
 pub(crate) fn ip(args: &[&str]) {
@@ -198,7 +199,7 @@ pub(crate) fn init_node(
     public: Option<&str>,
     mc_blocks_per_archive: Option<u32>,
 ) {
-    let zerostate = fixtures().join("zerostate.boc");
+    let zerostate = zerostate_path();
     let mut args = vec![
         "init",
         "--zerostate",

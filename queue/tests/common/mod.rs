@@ -277,20 +277,6 @@ pub(crate) fn collect(
     out
 }
 
-pub(crate) fn fixture(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures")
-        .join(rel)
-}
-
-pub(crate) fn hash_hex(s: &str) -> HashBytes {
-    let mut out = [0u8; 32];
-    for i in 0..32 {
-        out[i] = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap();
-    }
-    HashBytes(out)
-}
-
 pub(crate) fn has_table_rows(env: &Env, table: &str) -> bool {
     env.count(table) > 0
 }

@@ -113,7 +113,10 @@ fn ids_match_schema_lines() {
         .map(|(name, id)| (name.to_string(), id))
         .chain(requests)
         .collect();
-    assert!(expected.iter().any(|(_, id)| *id == ids::PING), "ping is a method");
+    assert!(
+        expected.iter().any(|(_, id)| *id == ids::PING),
+        "ping is a method"
+    );
     let lines: Vec<&str> = SCHEMA
         .lines()
         .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with("//") && !l.contains("---"))

@@ -278,4 +278,52 @@ pub(crate) fn data_of(r: OverlayResponse<proto::Data>) -> Bytes {
         OverlayResponse::Err(code) => panic!("err {code}"),
     }
 }
+
+/// `len` bytes of a xorshift stream seeded with `seed` (incompressible, the same on every run).
+pub(crate) fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// The external messages of `fixtures/externals` (one base64 BOC per file), in file name order.
+pub(crate) fn fixture_externals() -> Vec<Vec<u8>> {
+    let mut files: Vec<_> = std::fs::read_dir(regolith_test_support::fixture_path("externals"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    files
+        .iter()
+        .map(|f| decode_base64(&std::fs::read_to_string(f).unwrap()))
+        .collect()
+}
+
+fn decode_base64(text: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in text
+        .bytes()
+        .filter(|c| !c.is_ascii_whitespace() && *c != b'=')
+    {
+        let v = ALPHABET.iter().position(|a| *a == c).expect("base64") as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    out
+}
+
 pub(crate) mod net;

@@ -1,7 +1,6 @@
 //! Loopback networks for the tests: a serving node and raw clients on distinct 127.0.0.x addresses.
 #![allow(dead_code)]
 
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,25 +8,21 @@ use bytes::Bytes;
 use regolith_rpc::config::RateLimitsConfig;
 use regolith_rpc::network::{BlockchainNetwork, NetworkSettings, RawOverlayClient};
 use regolith_rpc::BlockchainRpcService;
+use regolith_test_support::net::{lists_resolved, loopback, random_secret_key};
+use regolith_test_support::wait_until_async;
 
 pub(crate) const OVERLAY_ID: [u8; 32] = [0x42; 32];
-
-pub(crate) fn addr(last: u8) -> SocketAddr {
-    SocketAddr::from((Ipv4Addr::new(127, 0, 0, last), 0))
-}
 
 pub(crate) fn server(
     ip_last: u8,
     service: BlockchainRpcService,
     rate_limits: Option<RateLimitsConfig>,
 ) -> BlockchainNetwork {
-    let mut secret_key = [0u8; 32];
-    rand::Rng::fill(&mut rand::thread_rng(), &mut secret_key);
     BlockchainNetwork::start(
         NetworkSettings {
-            bind_address: addr(ip_last),
+            bind_address: loopback(ip_last),
             remote_address: None,
-            secret_key,
+            secret_key: random_secret_key(),
             network: Default::default(),
             dht: Default::default(),
             overlay: Default::default(),
@@ -43,7 +38,7 @@ pub(crate) fn server(
 
 pub(crate) fn client(ip_last: u8, server: &BlockchainNetwork) -> RawOverlayClient {
     let info = Arc::new(server.signed_peer_info(Duration::from_secs(3600)));
-    RawOverlayClient::connect(addr(ip_last), OVERLAY_ID, info, Default::default()).unwrap()
+    RawOverlayClient::connect(loopback(ip_last), OVERLAY_ID, info, Default::default()).unwrap()
 }
 
 /// A query with a bounded wait; `None` = no answer (transport error or timeout).
@@ -56,13 +51,11 @@ pub(crate) async fn try_query(client: &RawOverlayClient, body: Bytes) -> Option<
 
 /// Overlay and DHT periods of 1 s with 1 s jitter (§10 setup), so entries spread in seconds.
 pub(crate) fn fast_settings(ip_last: u8, overlay_id: [u8; 32]) -> NetworkSettings {
-    let mut secret_key = [0u8; 32];
-    rand::Rng::fill(&mut rand::thread_rng(), &mut secret_key);
     let (overlay, dht) = regolith_rpc::network::quick_discovery();
     NetworkSettings {
-        bind_address: addr(ip_last),
+        bind_address: loopback(ip_last),
         remote_address: None,
-        secret_key,
+        secret_key: random_secret_key(),
         network: Default::default(),
         dht,
         overlay,
@@ -71,13 +64,6 @@ pub(crate) fn fast_settings(ip_last: u8, overlay_id: [u8; 32]) -> NetworkSetting
         overlay_id,
         rate_limits: None,
     }
-}
-
-/// A fresh overlay id: scenarios in separate overlays do not see each other's nodes.
-pub(crate) fn new_overlay() -> [u8; 32] {
-    let mut id = [0u8; 32];
-    rand::Rng::fill(&mut rand::thread_rng(), &mut id);
-    id
 }
 
 /// A node of overlay `overlay_id` with fast periods, serving `service`.
@@ -107,26 +93,18 @@ pub(crate) async fn connect_all(nodes: &[&BlockchainNetwork]) {
             }
         }
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let ready = nodes.iter().all(|n| {
-            let entries = n.overlay.read_entries();
-            nodes
-                .iter()
-                .filter(|o| o.peer_id() != n.peer_id())
-                .all(|o| {
-                    entries
-                        .iter()
-                        .any(|e| e.entry.peer_id == o.peer_id() && e.resolver_handle.is_resolved())
-                })
-        });
-        if ready {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the overlay did not converge in 120 s"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_until_async(
+        "the overlay did not converge in 120 s",
+        Duration::from_secs(120),
+        Duration::from_millis(200),
+        async || {
+            nodes.iter().all(|n| {
+                nodes
+                    .iter()
+                    .filter(|o| o.peer_id() != n.peer_id())
+                    .all(|o| lists_resolved(&n.overlay, &o.peer_id()))
+            })
+        },
+    )
+    .await;
 }

@@ -1,20 +1,16 @@
 //! Shared helpers of the storage integration tests: temp storages, synthetic ids, archive_1 ingestion.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-
 use bytes::Bytes;
 use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
 use regolith_storage::{NewBlockMeta, Storage, StorageConfig};
+use regolith_test_support::{archive_1_bytes, fixture_bytes};
 use tempfile::TempDir;
 
-pub(crate) fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
-}
-
+/// The bytes of a fixture file, for `benches/storage.rs`, which includes this module and names it so.
 pub(crate) fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(fixtures().join(name)).unwrap()
+    fixture_bytes(name)
 }
 
 /// A storage in a temp dir that can be reopened.
@@ -108,14 +104,9 @@ pub(crate) struct ArchiveBlock {
     pub gen_utime: u32,
 }
 
-/// The decompressed bytes of archive_1.
-pub(crate) fn archive_1_decompressed() -> Vec<u8> {
-    zstd::stream::decode_all(&fixture("archive_1.bin")[..]).unwrap()
-}
-
 /// archive_1's blocks in Block order. Each shard block is referenced by the mc block right after it.
 pub(crate) fn archive_1_blocks() -> Vec<ArchiveBlock> {
-    let entries: Vec<_> = ArchiveReader::new_compressed(&fixture("archive_1.bin")[..])
+    let entries: Vec<_> = ArchiveReader::new_compressed(&archive_1_bytes()[..])
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
