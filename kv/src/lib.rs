@@ -35,3 +35,17 @@ pub use iter::{Iter, KeyRange, Keys};
 pub use snapshot::{OwnedIter, Snapshot};
 pub use table::{Schema, Table, TableDef};
 pub use txn::Txn;
+
+/// Declares modules that are their crate's own and become public only with the crate's `test-utils`
+/// feature: the raw database and tables that tests read and corrupt rows through. The `cfg` is the invoking
+/// crate's. `regolith_kv::test_hook_modules!(db, tables);` in a crate root.
+#[macro_export]
+macro_rules! test_hook_modules {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(feature = "test-utils")]
+        pub mod $name;
+        #[cfg(not(feature = "test-utils"))]
+        #[allow(unreachable_pub)]
+        mod $name;
+    )*};
+}

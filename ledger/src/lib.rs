@@ -43,8 +43,8 @@ pub use event::DeliveryEvent;
 pub use floor::{FloorChange, FloorRecord};
 pub use ledger::{Ledger, LedgerOptions};
 pub use outcome::{Decision, Outcome, OutcomeKind, RecordedOutcome, Stage};
-#[cfg(feature = "test-utils")]
-pub use records::RawRow;
 pub use records::{ConflictRecord, CurrentRecord, Export, HistoryEntry, ProcessedDelivery};
 pub use regolith_kv::KvError;
+#[cfg(feature = "test-utils")]
+pub use regolith_kv::RawRow;
 pub use stats::{RecordedCounts, SessionStats, Stats};

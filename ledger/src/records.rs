@@ -74,18 +74,6 @@ pub struct ProcessedDelivery {
     pub recorded: RecordedOutcome,
 }
 
-/// One stored row as bytes.
-#[cfg(feature = "test-utils")]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawRow {
-    /// The table (column family).
-    pub table: &'static str,
-    /// The encoded key.
-    pub key: Vec<u8>,
-    /// The encoded value.
-    pub value: Vec<u8>,
-}
-
 /// The whole logical state of a ledger, every table decoded, in key order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Export {
@@ -183,17 +171,8 @@ impl Ledger {
     /// Every row of every table as raw bytes, tables in declaration order (byte-level comparisons in
     /// tests).
     #[cfg(feature = "test-utils")]
-    pub fn raw_rows(&self) -> Result<Vec<RawRow>> {
-        Ok(self
-            .db
-            .raw_rows()?
-            .into_iter()
-            .map(|row| RawRow {
-                table: row.table,
-                key: row.key,
-                value: row.value,
-            })
-            .collect())
+    pub fn raw_rows(&self) -> Result<Vec<regolith_kv::RawRow>> {
+        self.db.raw_rows()
     }
 }
 

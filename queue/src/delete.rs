@@ -26,7 +26,9 @@ fn push<T: Table<Schema = QueueTables>>(
     jobs.push(CompactionJob::of::<T>(range));
 }
 
-/// An inclusive delete range of one partition of one source shard.
+/// An inclusive delete range of one partition of one source shard (public only for the `test-utils` hook
+/// `QueueStorage::delete_ranges`).
+#[cfg_attr(not(feature = "test-utils"), allow(unreachable_pub))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeleteRange {
     /// Partition.

@@ -15,12 +15,6 @@ mod block_diff;
 mod clear;
 mod commit;
 mod config;
-// The raw database and its tables are the crate's own; tests that check rows, arm fail points or run the
-// delete primitive directly reach them with `test-utils`.
-#[cfg(feature = "test-utils")]
-pub mod db;
-#[cfg(not(feature = "test-utils"))]
-mod db;
 mod delete;
 mod diff;
 mod diff_info;
@@ -36,11 +30,10 @@ mod router;
 mod start;
 mod stats;
 mod storage;
-#[cfg(feature = "test-utils")]
-pub mod tables;
-#[cfg(not(feature = "test-utils"))]
-mod tables;
 mod zone;
+// The raw database and its tables are the crate's own; tests that check rows, arm fail points or run the
+// delete primitive directly reach them with `test-utils`.
+regolith_kv::test_hook_modules!(db, tables);
 
 pub use apply::PendingDiff;
 pub use block_diff::{diff_from_block, diff_from_checked, diff_from_out_msgs, BlockQueueDiff};

@@ -6,7 +6,9 @@
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
 
 use regolith_kv::{tables, DecodeError};
-pub use regolith_kv::{Codec, NameKey, Table};
+pub use regolith_kv::{Codec, NameKey};
+#[cfg(feature = "test-utils")]
+pub use regolith_kv::Table;
 use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options};
 
 use crate::diff::CommitPointer;
@@ -189,28 +191,6 @@ impl Codec for MessageEntry {
             dest_prefix,
             body: body.to_vec(),
         })
-    }
-}
-
-/// The 14-byte prefix `partition ‖ shard` of a source's messages.
-pub fn message_prefix(partition: PartitionIdx, shard: &ShardIdent) -> [u8; 14] {
-    let mut out = [0u8; 14];
-    out[..2].copy_from_slice(&partition.to_be_bytes());
-    out[2..].copy_from_slice(&shard_to_bytes(shard));
-    out
-}
-
-/// The prefix `partition ‖ shard` of a source's rows in `shard_int_messages`, as a range bound.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MessagePrefix(pub PartitionIdx, pub ShardIdent);
-
-impl Codec for MessagePrefix {
-    type Encoded<'a> = [u8; 14];
-    fn encode(&self) -> [u8; 14] {
-        message_prefix(self.0, &self.1)
-    }
-    fn decode(_: &[u8]) -> Result<Self> {
-        Err(DecodeError::new("message prefixes are not stored"))
     }
 }
 

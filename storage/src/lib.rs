@@ -12,12 +12,6 @@ pub mod block_handle;
 pub mod block_meta;
 pub mod config;
 mod consistency;
-// The raw database and its tables are the crate's own; tests that check or corrupt rows reach them with
-// `test-utils` (which also arms the fail points).
-#[cfg(feature = "test-utils")]
-pub mod db;
-#[cfg(not(feature = "test-utils"))]
-mod db;
 pub mod error;
 pub mod files;
 mod gc;
@@ -26,10 +20,9 @@ pub mod parsed;
 pub mod persistent_state;
 mod storage;
 mod subscriptions;
-#[cfg(feature = "test-utils")]
-pub mod tables;
-#[cfg(not(feature = "test-utils"))]
-mod tables;
+// The raw database and its tables are the crate's own; tests that check or corrupt rows reach them with
+// `test-utils` (which also arms the fail points).
+regolith_kv::test_hook_modules!(db, tables);
 
 pub use archive::{ArchiveId, ArchiveInfo, ArchiveStorage, ARCHIVE_CHUNK_SIZE};
 pub use block_components::{BlockComponentStorage, StoreResult};

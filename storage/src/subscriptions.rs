@@ -55,6 +55,7 @@ impl<K: Hash + Eq + Clone, V: Clone> Subscriptions<K, V> {
     }
 
     /// Number of keys with waiters (tests).
+    #[cfg(feature = "test-utils")]
     pub(crate) fn len(&self) -> usize {
         self.map.lock().len()
     }

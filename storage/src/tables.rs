@@ -11,7 +11,9 @@ use regolith_formats::{
     decode_block_id, encode_block_id, BlockId, BlockKey, HashBytes, BLOCK_ID_LEN, BLOCK_KEY_LEN,
 };
 use regolith_kv::{tables, DecodeError};
-pub use regolith_kv::{Codec, KeyRange, NameKey, RawBytes, Table};
+pub use regolith_kv::{Codec, KeyRange, NameKey, RawBytes};
+#[cfg(feature = "test-utils")]
+pub use regolith_kv::Table;
 use rocksdb::{BlockBasedOptions, DBCompressionType, MergeOperands, Options};
 
 use crate::block_meta::{block_meta_merge, MetaSnapshot, META_LEN};
