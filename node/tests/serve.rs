@@ -631,15 +631,7 @@ fn sigkill_during_sync_resumes_to_the_same_chain() {
             before < 100,
             "synced before {KILLS} kills: heights {heights:?}"
         );
-        let mut child = Command::new(env!("CARGO_BIN_EXE_regolith"))
-            .arg("--data")
-            .arg(&b)
-            .arg("run")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = common::run_process(&b, Stdio::null());
         if kills % 2 == 0 {
             // At a random instant soon after the node is up: discovery, a download or an import.
             wait_until(

@@ -98,16 +98,7 @@ pub(crate) fn start_and_stop(data: &Path) {
         config["listen_address"] = "127.0.0.1:0".into();
         config["metrics_address"] = Value::Null;
     });
-    let mut child = Command::new(env!("CARGO_BIN_EXE_regolith"))
-        .arg("--data")
-        .arg(data)
-        .arg("run")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        // Not piped: nobody reads it while the node runs, and a full pipe would block the node.
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = run_process(data, Stdio::piped());
     let stdout = child.stdout.take().unwrap();
     let mut lines = BufReader::new(stdout).lines();
     let running = lines.any(|l| l.is_ok_and(|l| l.contains("Press Ctrl-C to stop")));
@@ -118,6 +109,20 @@ pub(crate) fn start_and_stop(data: &Path) {
     sigterm(&child);
     let status = child.wait().unwrap();
     assert!(status.success(), "regolith run exited with {status}");
+}
+
+/// Spawns `regolith --data DATA run` with warnings logged and stderr dropped (nobody reads it while the
+/// node runs, and a full pipe would block the node).
+pub(crate) fn run_process(data: &Path, stdout: Stdio) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_regolith"))
+        .arg("--data")
+        .arg(data)
+        .arg("run")
+        .env("RUST_LOG", "warn")
+        .stdout(stdout)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 /// Rewrites the node's `node.json` through `edit`.
@@ -167,15 +172,7 @@ impl Running {
 /// Starts `regolith run` and returns it once it printed its peer info, the last line it prints about
 /// itself at start.
 pub(crate) fn spawn_run(data: &Path) -> Running {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_regolith"))
-        .arg("--data")
-        .arg(data)
-        .arg("run")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = run_process(data, Stdio::piped());
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let (mut quic_address, mut overlay_id, mut peer_info) = (None, None, None);
     for line in lines.by_ref() {
