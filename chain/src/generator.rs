@@ -2,8 +2,6 @@
 //! every shard before it, each block with its state (a Merkle update from the previous state), queue diff
 //! and proof.
 
-use std::collections::HashMap;
-
 use regolith_formats::queue_diff::{QueueDiff, QueueKey};
 use tycho_types::boc::Boc;
 use tycho_types::cell::{Cell, CellBuilder, HashBytes, Lazy, LazyExotic};
@@ -12,14 +10,15 @@ use tycho_types::models::{
     Block, BlockExtra, BlockId, BlockInfo, BlockRef, BlockSignatures, BlockchainConfig,
     ConsensusInfo, GlobalVersion, KeyBlockRef, KeyMaxLt, McBlockExtra, McStateExtra,
     OutMsgQueueUpdates, PrevBlockRef, ShardDescription, ShardHashes, ShardIdent, ShardStateUnsplit,
-    StdAddr, ValidatorBaseInfo, ValidatorSet, ValueFlow,
+    ValidatorBaseInfo, ValidatorSet, ValueFlow,
 };
 
+use crate::accounts::{account_cell, active_account, wallet_state, ChainAccounts};
 use crate::archive::ArchivedBlock;
 use crate::cells::StateCells;
 use crate::error::{build_err, ChainError};
 use crate::keys::{subset_round, ValidatorKeys};
-use crate::messages::{build_block_messages, Accounts, MessageSpec};
+use crate::messages::{BlockBuilder, BlockMessages, Import, Send};
 use crate::zerostate::{self, Genesis};
 use crate::ChainOptions;
 
@@ -31,6 +30,20 @@ const ACCOUNTS_PER_CHAIN: usize = 16;
 pub const PERSISTENT_WINDOW_BITS: u32 = 17;
 /// Milliseconds after its second at which a masterchain block is generated (shard blocks at 0).
 const MC_UTIME_MS: u16 = 500;
+/// Value of each generated message (nanotokens); a sender sends at most its balance.
+const MESSAGE_VALUE: u128 = 1_000_000;
+/// What mc block 1 sends to deploy each shard account (nanotokens).
+const DEPLOY_FUNDS: u128 = 1_000_000_000_000_000;
+/// What each mc account keeps after the deployments (nanotokens).
+const MC_RESERVE: u128 = 1_000_000_000_000_000;
+
+/// A message waiting in a chain's inbox: its queue key, its cell, and whether its source is that chain.
+#[derive(Clone)]
+struct Queued {
+    key: QueueKey,
+    cell: Cell,
+    same_shard: bool,
+}
 
 /// The last block of one chain (a shard, or the masterchain) and its state.
 struct ChainTip {
@@ -102,8 +115,12 @@ pub struct Generator {
     mc: ChainTip,
     mc_extra: McStateExtra,
     shards: Vec<ChainTip>,
-    accounts: Vec<Accounts>,
-    prev_tx: HashMap<HashBytes, (HashBytes, u64)>,
+    /// Every chain's accounts (0: the masterchain, then the shards in shard order).
+    accounts: Vec<ChainAccounts>,
+    /// Per chain: the messages the next blocks import (created in the previous mc block's group).
+    inbox: Vec<Vec<Queued>>,
+    /// Per chain: the messages the blocks of the current group created (imported by the next group).
+    next_inbox: Vec<Vec<Queued>>,
     lt_slot: u64,
     utime: u32,
     key_blocks: u32,
@@ -142,7 +159,31 @@ impl Generator {
         let (_, short_hash) = vset
             .compute_mc_subset(round, shuffle)
             .ok_or_else(|| ChainError::InvalidOption("the masterchain subset is empty".into()))?;
-        let genesis = zerostate::build(base_zerostate, &vset, short_hash, &shards)?;
+        let mut mc_accounts = ChainAccounts::derive_over(
+            options.seed,
+            ShardIdent::MASTERCHAIN,
+            ACCOUNTS_PER_CHAIN,
+            base.state
+                .load_accounts()
+                .map_err(|e| ChainError::Zerostate(format!("accounts: {e}")))?,
+        )?;
+        // Each mc account deploys the same account of every shard in mc block 1.
+        let funds = MC_RESERVE + DEPLOY_FUNDS * shards.len() as u128;
+        for index in 0..mc_accounts.entries.len() {
+            let address = mc_accounts.address(index);
+            let account = active_account(&address, wallet_state(&address)?, funds, 0, gen_utime)?;
+            let (cell, _) = account_cell(account.clone())?;
+            mc_accounts.set(index, account, cell, (HashBytes::ZERO, 0))?;
+        }
+        let added = funds * mc_accounts.entries.len() as u128;
+        let genesis = zerostate::build(
+            base_zerostate,
+            &vset,
+            short_hash,
+            &shards,
+            mc_accounts.dict(),
+            added,
+        )?;
 
         let mc = ChainTip {
             shard: ShardIdent::MASTERCHAIN,
@@ -176,16 +217,15 @@ impl Generator {
                 })
             })
             .collect::<Result<Vec<_>, ChainError>>()?;
-        let mut accounts = vec![Accounts::derive(
-            options.seed,
-            ShardIdent::MASTERCHAIN,
-            ACCOUNTS_PER_CHAIN,
-        )];
-        accounts.extend(
-            shards
-                .iter()
-                .map(|s| Accounts::derive(options.seed, *s, ACCOUNTS_PER_CHAIN)),
-        );
+        let mut accounts = vec![mc_accounts];
+        for shard in &shards {
+            accounts.push(ChainAccounts::derive(
+                options.seed,
+                *shard,
+                ACCOUNTS_PER_CHAIN,
+            )?);
+        }
+        let chains = accounts.len();
         Ok(Self {
             global_id: genesis.mc.state.global_id,
             config: genesis.mc.extra.config.clone(),
@@ -202,7 +242,8 @@ impl Generator {
             mc,
             shards: shard_tips,
             accounts,
-            prev_tx: HashMap::new(),
+            inbox: vec![Vec::new(); chains],
+            next_inbox: vec![Vec::new(); chains],
             lt_slot: 0,
             utime: gen_utime,
             key_blocks: 0,
@@ -349,28 +390,37 @@ impl Generator {
         let mut blocks = Vec::with_capacity(self.shards.len() + 1);
         let mut descrs = Vec::with_capacity(self.shards.len());
         let chains = 1 + self.shards.len();
+        // What the previous group sent is what this one imports.
+        self.inbox = std::mem::replace(&mut self.next_inbox, vec![Vec::new(); chains]);
         for shard_index in 0..self.shards.len() {
             let start_lt = self.next_start_lt();
-            let src_accounts = self.accounts[1 + shard_index].clone();
-            let mut specs = Vec::with_capacity(self.options.messages as usize);
-            for i in 0..self.options.messages as usize {
-                let src = src_accounts.ids[i % src_accounts.ids.len()];
-                // Every other chain in turn, the masterchain included.
-                let offset = 1 + (i + seqno as usize) % (chains - 1).max(1);
-                let dst_chain = if chains == 1 {
-                    1
-                } else {
-                    (1 + shard_index + offset) % chains
-                };
-                let dst_accounts = &self.accounts[dst_chain];
-                let dst = dst_accounts.ids[(i * 7 + seqno as usize) % dst_accounts.ids.len()];
-                specs.push(MessageSpec {
-                    src: StdAddr::new(src_accounts.shard.workchain() as i8, src),
-                    dst: StdAddr::new(dst_accounts.shard.workchain() as i8, dst),
-                    body: self.message_body(self.shards[shard_index].shard, seqno, i),
-                });
+            let chain = 1 + shard_index;
+            let mut block = BlockBuilder::new(start_lt, utime);
+            self.import_inbox(chain, &mut block)?;
+            let senders: Vec<usize> = (0..self.accounts[chain].entries.len())
+                .filter(|&i| self.accounts[chain].entries[i].account.is_some())
+                .collect();
+            if !senders.is_empty() {
+                for i in 0..self.options.messages as usize {
+                    // Every chain in turn, this one and the masterchain included.
+                    let route = (chain + 1 + (i + seqno as usize) % chains) % chains;
+                    let dst_accounts = &self.accounts[route];
+                    let dst =
+                        dst_accounts.address((i * 7 + seqno as usize) % dst_accounts.entries.len());
+                    let send = Send {
+                        src: senders[i % senders.len()],
+                        dst,
+                        route,
+                        dst_in_shard: route == chain,
+                        value: MESSAGE_VALUE,
+                        body: self.message_body(self.shards[shard_index].shard, seqno, i),
+                        init: None,
+                    };
+                    block.send(&mut self.accounts[chain], send)?;
+                }
             }
-            let built = build_block_messages(specs, start_lt, utime, &mut self.prev_tx)?;
+            let built = block.finish(&self.accounts[chain])?;
+            self.route_new_messages(chain, &built);
             let mut sorted_cells: Vec<Cell> =
                 built.messages.iter().map(|m| m.cell.clone()).collect();
             sorted_cells.sort_by_key(|c| *c.repr_hash());
@@ -402,8 +452,12 @@ impl Generator {
                 gen_lt: end_lt,
                 min_ref_mc_seqno,
                 master_ref: Some(mc_ref.clone()),
+                accounts: Lazy::new(self.accounts[chain].dict())
+                    .map_err(build_err("shard accounts"))?,
+                total_balance: self.accounts[chain].total_balance(),
                 ..tip.state.clone()
             };
+            let value_flow = value_flow(&tip.state, &new_state, &built);
             let new_root =
                 CellBuilder::build_from(&new_state).map_err(build_err("a shard state"))?;
             let update = tip.cells.update(&tip.state_root, &new_root)?;
@@ -424,16 +478,9 @@ impl Generator {
             };
             info.set_gen_software(Some(self.gen_software));
             info.set_prev_ref(&PrevBlockRef::Single(tip.block_ref()));
-            let extra = BlockExtra {
-                out_msg_description: Lazy::new(&built.out_msgs)
-                    .map_err(build_err("OutMsgDescr"))?,
-                account_blocks: Lazy::new(&built.account_blocks)
-                    .map_err(build_err("account blocks"))?,
-                rand_seed: self.rand_seed(shard, block_seqno),
-                created_by: self.sets[signing].public_keys()[0],
-                ..Default::default()
-            };
-            let (id, root, data) = self.build_block(&info, &update, diff_hash, tail_len, &extra)?;
+            let extra = self.block_extra(&built, shard, block_seqno, signing, None)?;
+            let (id, root, data) =
+                self.build_block(&info, &value_flow, &update, diff_hash, tail_len, &extra)?;
             let proof = crate::proof::build_proof(&id, &root, None)?;
 
             descrs.push((
@@ -480,9 +527,32 @@ impl Generator {
             });
         }
 
-        // The masterchain block.
+        // The masterchain block: its imports, and in block 1 the deployment of every shard account.
         let start_lt = self.next_start_lt();
-        let end_lt = start_lt + 1;
+        let mut block = BlockBuilder::new(start_lt, utime);
+        self.import_inbox(0, &mut block)?;
+        if seqno == 1 {
+            for chain in 1..chains {
+                for index in 0..self.accounts[chain].entries.len() {
+                    let dst = self.accounts[chain].address(index);
+                    let send = Send {
+                        src: index % self.accounts[0].entries.len(),
+                        init: Some(wallet_state(&dst)?),
+                        dst,
+                        route: chain,
+                        dst_in_shard: false,
+                        value: DEPLOY_FUNDS,
+                        body: Vec::new(),
+                    };
+                    block.send(&mut self.accounts[0], send)?;
+                }
+            }
+        }
+        let built = block.finish(&self.accounts[0])?;
+        self.route_new_messages(0, &built);
+        let mut sorted_cells: Vec<Cell> = built.messages.iter().map(|m| m.cell.clone()).collect();
+        sorted_cells.sort_by_key(|c| *c.repr_hash());
+        let end_lt = built.last_lt.max(start_lt + 1);
         let shard_hashes = ShardHashes::from_shards(descrs.iter().map(|(s, d)| (s, d)))
             .map_err(build_err("shard hashes"))?;
         let mut next_vset = None;
@@ -579,13 +649,16 @@ impl Generator {
             gen_utime_ms: MC_UTIME_MS,
             gen_lt: end_lt,
             min_ref_mc_seqno,
+            accounts: Lazy::new(self.accounts[0].dict()).map_err(build_err("mc accounts"))?,
+            total_balance: self.accounts[0].total_balance(),
             custom: Some(Lazy::new(&mc_extra).map_err(build_err("McStateExtra"))?),
             ..self.mc.state.clone()
         };
+        let value_flow = value_flow(&self.mc.state, &new_state, &built);
         let new_root = CellBuilder::build_from(&new_state).map_err(build_err("the mc state"))?;
         let update = self.mc.cells.update(&self.mc.state_root, &new_root)?;
 
-        let (min_message, max_message, hashes) = diff_bounds(&[], start_lt, end_lt);
+        let (min_message, max_message, hashes) = diff_bounds(&built.messages, start_lt, end_lt);
         let diff = QueueDiff {
             prev_hash: self.mc.last_diff_hash,
             shard: ShardIdent::MASTERCHAIN,
@@ -622,13 +695,16 @@ impl Generator {
             config: is_key_block.then(|| self.config.clone()),
             ..Default::default()
         };
-        let extra = BlockExtra {
-            rand_seed: self.rand_seed(ShardIdent::MASTERCHAIN, seqno),
-            created_by: self.sets[signing].public_keys()[0],
-            custom: Some(Lazy::new(&custom).map_err(build_err("McBlockExtra"))?),
-            ..Default::default()
-        };
-        let (id, root, data) = self.build_block(&info, &update, diff_hash, tail_len, &extra)?;
+        let custom = Lazy::new(&custom).map_err(build_err("McBlockExtra"))?;
+        let extra = self.block_extra(
+            &built,
+            ShardIdent::MASTERCHAIN,
+            seqno,
+            signing,
+            Some(custom),
+        )?;
+        let (id, root, data) =
+            self.build_block(&info, &value_flow, &update, diff_hash, tail_len, &extra)?;
         let signed = self.sets[signing].sign(&self.current_vset, round, self.shuffle, &id)?;
         let signatures = BlockSignatures {
             validator_info: ValidatorBaseInfo {
@@ -656,7 +732,7 @@ impl Generator {
         self.mc.pending_diffs.push(PendingDiff {
             max_message,
             diff,
-            messages: Vec::new(),
+            messages: sorted_cells,
         });
         self.mc.processed_to = processed;
         self.mc_extra = mc_extra;
@@ -680,6 +756,36 @@ impl Generator {
             gen_utime: utime,
             blocks,
         })
+    }
+
+    /// Imports the messages of chain `chain`'s inbox (in queue-key order) into `block`.
+    fn import_inbox(&mut self, chain: usize, block: &mut BlockBuilder) -> Result<(), ChainError> {
+        let mut inbox = std::mem::take(&mut self.inbox[chain]);
+        inbox.sort_by_key(|q| q.key);
+        for queued in inbox {
+            block.import(
+                &mut self.accounts[chain],
+                Import {
+                    cell: queued.cell,
+                    same_shard: queued.same_shard,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Puts the messages a block of chain `chain` created into their destination's next inbox.
+    fn route_new_messages(&mut self, chain: usize, built: &BlockMessages) {
+        for message in &built.messages {
+            self.next_inbox[message.route].push(Queued {
+                key: QueueKey {
+                    lt: message.lt,
+                    hash: message.hash,
+                },
+                cell: message.cell.clone(),
+                same_shard: message.route == chain,
+            });
+        }
     }
 
     /// The keys of the next set (derived now) and its validator set.
@@ -743,9 +849,30 @@ impl Generator {
         ))
     }
 
+    /// The extra of block `seqno` of `shard`: its messages and transactions, seed and creator.
+    fn block_extra(
+        &self,
+        built: &BlockMessages,
+        shard: ShardIdent,
+        seqno: u32,
+        signing: usize,
+        custom: Option<Lazy<McBlockExtra>>,
+    ) -> Result<BlockExtra, ChainError> {
+        Ok(BlockExtra {
+            in_msg_description: Lazy::new(&built.in_msgs).map_err(build_err("InMsgDescr"))?,
+            out_msg_description: Lazy::new(&built.out_msgs).map_err(build_err("OutMsgDescr"))?,
+            account_blocks: Lazy::new(&built.account_blocks)
+                .map_err(build_err("account blocks"))?,
+            rand_seed: self.rand_seed(shard, seqno),
+            created_by: self.sets[signing].public_keys()[0],
+            custom,
+        })
+    }
+
     fn build_block(
         &self,
         info: &BlockInfo,
+        value_flow: &ValueFlow,
         update: &MerkleUpdate,
         diff_hash: HashBytes,
         tail_len: u32,
@@ -755,7 +882,7 @@ impl Generator {
         let block = Block {
             global_id: self.global_id,
             info: Lazy::new(info).map_err(build_err(what()))?,
-            value_flow: Lazy::new(&ValueFlow::default()).map_err(build_err(what()))?,
+            value_flow: Lazy::new(value_flow).map_err(build_err(what()))?,
             state_update: LazyExotic::new(update).map_err(build_err(what()))?,
             out_msg_queue_updates: OutMsgQueueUpdates {
                 diff_hash,
@@ -772,6 +899,22 @@ impl Generator {
             file_hash: regolith_formats::file_hash(&data),
         };
         Ok((id, root, data))
+    }
+}
+
+/// A block's value flow: the balance of the state before and after it, and what its messages brought in and
+/// took out (fees are zero).
+fn value_flow(
+    old: &ShardStateUnsplit,
+    new: &ShardStateUnsplit,
+    built: &BlockMessages,
+) -> ValueFlow {
+    ValueFlow {
+        from_prev_block: old.total_balance.clone(),
+        to_next_block: new.total_balance.clone(),
+        imported: built.imported.clone(),
+        exported: built.exported.clone(),
+        ..Default::default()
     }
 }
 

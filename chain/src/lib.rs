@@ -3,7 +3,10 @@
 //! - [`keys`]: validator keys derived from the seed, validator sets and the masterchain subset's signatures;
 //! - [`zerostate`]: the generated mc zerostate (the base zerostate's config with the generated validator set
 //!   and shards, each shard at its empty zerostate);
-//! - [`messages`]: internal messages, the transactions that create them, `OutMsgDescr` and account blocks;
+//! - `accounts`: the fixed accounts of every chain and their states (mc accounts from the zerostate on, shard
+//!   accounts deployed by mc block 1);
+//! - [`messages`]: a block's transactions: imports from the queue (`InMsgDescr`, dequeues) and new internal
+//!   messages (`OutMsgDescr`), account blocks and the value they move;
 //! - [`generator`]: the chain builder (blocks, states and their Merkle updates, queue diffs, key blocks and
 //!   validator rotations);
 //! - [`proof`]: block proofs and proof links;
@@ -13,6 +16,7 @@
 //!
 //! Everything is derived from the options and the seed: the same arguments give byte-identical output.
 
+mod accounts;
 pub mod archive;
 mod cells;
 pub mod error;

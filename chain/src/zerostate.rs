@@ -6,7 +6,8 @@ use regolith_formats::zerostate::{McZerostate, ShardZerostate};
 use tycho_types::boc::Boc;
 use tycho_types::cell::{Cell, CellBuilder, Lazy};
 use tycho_types::models::{
-    ShardDescription, ShardHashes, ShardIdent, ShardStateUnsplit, ValidatorSet,
+    CurrencyCollection, ShardAccounts, ShardDescription, ShardHashes, ShardIdent,
+    ShardStateUnsplit, ValidatorSet,
 };
 
 use crate::error::{build_err, ChainError};
@@ -49,12 +50,15 @@ pub fn split_workchain(count: u8) -> Result<Vec<ShardIdent>, ChainError> {
 }
 
 /// Builds the mc zerostate from `base` (a zerostate BOC), with `vset` as param 34 (params 32, 36 removed),
-/// `validator_list_hash_short` as the zerostate's subset hash, and `shards` listed at their empty zerostates.
+/// `validator_list_hash_short` as the zerostate's subset hash, `shards` listed at their empty zerostates, and
+/// `accounts` (the base's accounts and the generated ones, which add `added` nanotokens to the supply).
 pub fn build(
     base: &[u8],
     vset: &ValidatorSet,
     validator_list_hash_short: u32,
     shards: &[ShardIdent],
+    accounts: &ShardAccounts,
+    added: u128,
 ) -> Result<Genesis, ChainError> {
     let base = McZerostate::parse(base).map_err(|e| ChainError::Zerostate(e.to_string()))?;
     let mut extra = base.extra.clone();
@@ -99,7 +103,13 @@ pub fn build(
     extra.shards = ShardHashes::from_shards(descrs.iter().map(|(s, d)| (s, d)))
         .map_err(build_err("shard hashes"))?;
 
+    extra.global_balance = extra
+        .global_balance
+        .checked_add(&CurrencyCollection::new(added))
+        .map_err(build_err("the global balance"))?;
     let state = ShardStateUnsplit {
+        accounts: Lazy::new(accounts).map_err(build_err("the mc accounts"))?,
+        total_balance: accounts.root_extra().balance.clone(),
         custom: Some(Lazy::new(&extra).map_err(build_err("McStateExtra"))?),
         ..base.state.clone()
     };
