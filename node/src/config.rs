@@ -62,6 +62,15 @@ pub struct NodeConfig {
     /// S3 for archives and persistent states (with `blockchain_rpc_service.s3_proxy`: the hybrid provider).
     #[serde(default)]
     pub s3_client: Option<S3ClientConfig>,
+    /// How `run` follows the chain from its peers.
+    #[serde(default)]
+    pub sync: crate::sync::SyncConfig,
+    /// Local HTTP address of the API (`POST /v1/messages`); `null` turns it off.
+    #[serde(default)]
+    pub api_address: Option<SocketAddr>,
+    /// How a node with only the zerostate gets its first applied mc block (`run --boot` overrides it).
+    #[serde(default)]
+    pub boot: crate::cold_boot::BootConfig,
 }
 
 /// tycho-network serialises its byte sizes rounded (`8 MiB` → `"8.4 MB"`, which reads back as 8 400 000 B), so
@@ -132,6 +141,9 @@ impl NodeConfig {
             blockchain_rpc_client: BlockchainRpcClientConfig::default(),
             public_overlay_client: PublicOverlayClientConfig::default(),
             s3_client: None,
+            sync: Default::default(),
+            boot: Default::default(),
+            api_address: None,
         }
     }
 

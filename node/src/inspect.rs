@@ -176,7 +176,19 @@ pub fn summary(storage: &Storage) -> Result<Value> {
     let book = regolith_rpc::client::PeerBook::open(&peers_file, &Default::default())?;
     let now = regolith_rpc::network::now_sec();
     let bans = book.bans();
+    let boot = match crate::cold_boot::BootRecord::load(&storage.config().root_dir)? {
+        Some(record) => json!({
+            "type": "latest_persistent",
+            "block": record.block,
+            "complete": record.complete,
+            "shard_states": record.shard_states,
+            "queue_states": record.queue_states,
+            "bytes": record.bytes,
+        }),
+        None => json!({"type": "genesis"}),
+    };
     Ok(json!({
+        "boot": boot,
         "blocks_total": total,
         "blocks_per_shard": per_shard.iter().map(|(shard, (n, min, max))| {
             json!({"shard": shard, "blocks": n, "min_seqno": min, "max_seqno": max})

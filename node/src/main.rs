@@ -91,7 +91,12 @@ enum Command {
         json: bool,
     },
     /// Run the node until SIGINT/SIGTERM.
-    Run,
+    Run {
+        /// How a data dir with only the zerostate boots, this once: `latest-persistent` (from the newest
+        /// persistent state the network serves) or `genesis` (node.json `boot` otherwise).
+        #[arg(long)]
+        boot: Option<regolith_node::cold_boot::BootConfig>,
+    },
     /// Benchmarks that print figures.
     Bench {
         #[command(subcommand)]
@@ -206,7 +211,7 @@ fn main() {
     let cli = Cli::parse();
     // Output piped into `head` ends quietly, as with any Unix tool, instead of panicking on a closed pipe.
     // The node itself (`run`) keeps SIGPIPE ignored: a closed stdout must not kill it.
-    if !matches!(cli.command, Command::Run | Command::Devnet(_)) {
+    if !matches!(cli.command, Command::Run { .. } | Command::Devnet(_)) {
         // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
@@ -390,7 +395,7 @@ async fn execute(cli: Cli) -> Result<()> {
                     import_file,
                 },
         } => bench::queue(json, quick, &cases, &import_file)?,
-        Command::Run => run::run(&data).await?,
+        Command::Run { boot } => run::run(&data, boot).await?,
         Command::Ledger(args) => ledger_cmd::run(&data.root, args)?,
         Command::Chain(args) => regolith_node::chain_cmd::run(args)?,
         Command::Devnet(args) => regolith_node::devnet::run(args).await?,

@@ -585,49 +585,39 @@ async fn mc_block_id_from_archive(session: &Session, seqno: u32) -> Result<Block
     )
 }
 
-/// Verifies a downloaded block's proof the way import does: an mc block's signatures against the validator
-/// set of the zerostate (from its proof, checked against the global config) or of the previous key block,
-/// whose proofs are fetched and verified in order from the zerostate; a shard block's proof link.
-async fn verify_block_proof(session: &Session, data: &BlockDataFull) -> Result<Value> {
-    use regolith_formats::{ParsedProof, ProofChecker, Proven, ZerostateConfig};
-    let client = &session.client;
+/// The zerostate's extra (its proof checked against the global config) and the chain of key blocks that
+/// starts at it, none verified yet.
+async fn genesis_chain(
+    session: &Session,
+) -> Result<(McStateExtra, crate::key_blocks::KeyBlockChain)> {
+    use regolith_formats::{ProofChecker, ZerostateConfig};
     let genesis = zerostate_extra(session).await?;
     let checker = ProofChecker::new(ZerostateConfig::new(
         genesis.config.clone(),
         genesis.consensus_info,
     ));
+    let chain =
+        crate::key_blocks::KeyBlockChain::new(checker, session.global.zerostate.as_block_id());
+    Ok((genesis, chain))
+}
+
+/// Verifies a downloaded block's proof the way import does: an mc block's signatures against the validator
+/// set of the zerostate (from its proof, checked against the global config) or of the previous key block,
+/// whose proofs are fetched and verified in order from the zerostate; a shard block's proof link.
+async fn verify_block_proof(session: &Session, data: &BlockDataFull) -> Result<Value> {
+    use regolith_formats::{ParsedProof, Proven};
+    let client = &session.client;
+    let (_, mut chain) = genesis_chain(session).await?;
     let parsed = ParsedProof::parse(&data.block_id, &data.proof)?;
-    let mut key_blocks = std::collections::HashMap::new();
     let key_seqno = parsed.prev_key_block_seqno();
     if data.block_id.is_masterchain() && key_seqno != 0 {
         // The key blocks from the zerostate up to the one this block is signed through, each verified.
-        let mut from = session.global.zerostate.as_block_id();
-        'walk: loop {
-            let ids = client.get_next_key_block_ids(&from, 8).await?;
-            let batch = ids.data.block_ids.clone();
-            ids.handle.accept();
-            if batch.is_empty() {
-                bail!("no neighbour knows key block {key_seqno}");
-            }
-            for id in batch {
-                if id.seqno > key_seqno {
-                    bail!("key block {key_seqno} is not among the key blocks");
-                }
-                let got = client.get_key_block_proof(&id).await?;
-                let proto::KeyBlockProof::Found { proof } = &got.data else {
-                    bail!("no neighbour has the proof of key block {id}");
-                };
-                let key_proof = ParsedProof::parse(&id, proof)?;
-                checker.verify(&key_proof, &key_blocks)?;
-                key_blocks.insert(id.seqno, key_proof);
-                from = id;
-                if id.seqno == key_seqno {
-                    break 'walk;
-                }
-            }
+        chain.walk(client, Some(key_seqno)).await?;
+        if chain.newest().map(|k| k.id().seqno) != Some(key_seqno) {
+            bail!("key block {key_seqno} is not among the key blocks the neighbours know");
         }
     }
-    Ok(match checker.verify(&parsed, &key_blocks)? {
+    Ok(match chain.verify(&parsed)? {
         Proven::Signed(by) => json!({
             "signatures": by.signatures,
             "signed_weight": by.signed_weight,
@@ -687,23 +677,34 @@ async fn send_message(session: &Session, file: &Path) -> Result<Value> {
     };
     regolith_rpc::broadcast::validate_external_message(&boc)
         .map_err(|e| anyhow!("{} is not a valid external message: {e}", file.display()))?;
-    // The validators of the current set come from the zerostate's config (param 34).
+    // The current validator set: the one the newest key block installs (its proof verified through the chain
+    // of key blocks from the zerostate), or the zerostate's when the chain has no key block yet.
     let client = &session.client;
-    let checked = zerostate_extra(session).await?;
-    let vset = checked
-        .config
-        .get_current_validator_set()
-        .context("the zerostate config has no current validator set")?;
-    let ids: Vec<tycho_network::PeerId> = vset
-        .list
-        .iter()
-        .map(|v| tycho_network::PeerId(v.public_key.0))
-        .collect();
+    let (genesis, mut chain) = genesis_chain(session).await?;
+    chain.walk(client, None).await?;
+    let (vset, from) = match chain.newest() {
+        Some(key_block) => (
+            key_block
+                .proof
+                .key_block_validators()
+                .map_err(|e| anyhow!("key block {}: {e}", key_block.id()))?,
+            key_block.id().to_string(),
+        ),
+        None => (
+            genesis
+                .config
+                .get_current_validator_set()
+                .context("the zerostate config has no current validator set")?,
+            "the zerostate".to_string(),
+        ),
+    };
+    let ids = crate::key_blocks::validator_peer_ids(&vset);
     let overlay = client.overlay_client();
     overlay.update_validator_set(ids.iter().copied());
     let _ = tokio::time::timeout(Duration::from_secs(5), overlay.targets_changed()).await;
     let delivered = client.broadcast_external_message(&boc).await;
     Ok(json!({
+        "validator_set_from": from,
         "validators": ids.len(),
         "targets": overlay.broadcast_targets().len(),
         "delivered": delivered,

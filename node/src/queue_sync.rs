@@ -44,7 +44,14 @@ pub async fn start(
     })?;
     let queue = QueueFactory::new(queue_storage.clone(), zerostate_id, config)
         .create_without_gc::<EnqueuedMessage>()?;
-    let report = prepare_for_start(storage, &queue).await?;
+    // An unfinished cold boot imports the queue states again and commits the queue on its boot block itself:
+    // the queue may hold part of it until then, which the start procedure must not try to repair.
+    let report = if crate::cold_boot::BootRecord::load(data_root)?.is_some_and(|r| !r.complete) {
+        tracing::info!("an unfinished cold boot: the queue start waits for the boot to finish");
+        StartReport::default()
+    } else {
+        prepare_for_start(storage, &queue).await?
+    };
     if !with_gc {
         return Ok((queue, report));
     }

@@ -70,13 +70,23 @@ pub fn start_node(config: &NodeConfig, global: &GlobalConfig, storage: Storage) 
     start_node_with_service(config, global, storage, service)
 }
 
-/// The blockchain RPC service of a node over `storage`, as `config` sets it up.
+/// The blockchain RPC service of a node over `storage`, as `config` sets it up; received external messages
+/// are dropped after validation.
 pub fn make_service(config: &NodeConfig, storage: &Storage) -> Result<BlockchainRpcService> {
+    make_service_with_listener(config, storage, NoopBroadcastListener)
+}
+
+/// [`make_service`] handing the valid external messages it receives to `listener`.
+pub fn make_service_with_listener(
+    config: &NodeConfig,
+    storage: &Storage,
+    listener: impl regolith_rpc::BroadcastListener,
+) -> Result<BlockchainRpcService> {
     let provider = make_provider(config, storage)?;
     Ok(BlockchainRpcService::builder()
         .with_storage(storage.clone())
         .with_provider(provider)
-        .with_broadcast_listener(NoopBroadcastListener)
+        .with_broadcast_listener(listener)
         .with_config(config.blockchain_rpc_service.clone())
         .with_max_frame_size(config.network.max_frame_size.as_u64() as usize)
         .build())
@@ -182,8 +192,8 @@ macro_rules! say {
     }};
 }
 
-/// Runs until a shutdown signal.
-pub async fn run(data: &DataDir) -> Result<()> {
+/// Runs until a shutdown signal. `boot` overrides node.json `boot` for this start.
+pub async fn run(data: &DataDir, boot: Option<crate::cold_boot::BootConfig>) -> Result<()> {
     // Handlers first: a signal that arrives while the node starts must stop it cleanly, not kill it.
     let shutdown = Shutdown::install()?;
     let node_config = data.load_node_config()?;
@@ -213,7 +223,23 @@ pub async fn run(data: &DataDir) -> Result<()> {
     )
     .await?;
     let stats = storage.open_stats();
-    let node = start_node(&node_config, &global, storage.clone()).map_err(|e| {
+    // External messages from peers and from the HTTP API go to the validator targets.
+    let relay = crate::external_messages::ExternalRelay::new();
+    let api = match node_config.api_address {
+        Some(address) => Some(
+            crate::external_messages::bind_http(address)
+                .await
+                .with_context(|| {
+                    format!(
+                        "the HTTP API address {address} is set by `api_address` in {}",
+                        data.node_config().display()
+                    )
+                })?,
+        ),
+        None => None,
+    };
+    let service = make_service_with_listener(&node_config, &storage, relay.clone())?;
+    let node = start_node_with_service(&node_config, &global, storage.clone(), service).map_err(|e| {
         match e.downcast_ref::<regolith_rpc::network::NetworkError>() {
             Some(regolith_rpc::network::NetworkError::Bind { address, .. }) => anyhow::anyhow!(
                 "cannot listen on {address} (QUIC): {}\n(the address is set by `listen_address` in {}; \
@@ -250,6 +276,9 @@ pub async fn run(data: &DataDir) -> Result<()> {
     if let Some(address) = node_config.metrics_address {
         say!("  metrics:      http://{address}/metrics");
     }
+    if let Some(address) = node_config.api_address {
+        say!("  messages:     POST http://{address}/v1/messages");
+    }
     if let Some(live) = &live {
         say!(
             "  live chain:   {} ({})",
@@ -262,6 +291,20 @@ pub async fn run(data: &DataDir) -> Result<()> {
     metrics::gauge!("regolith_sync_last_applied_mc_seqno").set(f64::from(last_mc.seqno));
     let gc = crate::gc::GcTasks::start(&storage);
     let (stop_sync, stop_rx) = tokio::sync::watch::channel(false);
+    let client = rpc_client(&node, &node_config)?;
+    // The broadcast targets follow the validator set of the newest applied key block.
+    tokio::spawn(crate::key_blocks::track_validator_set(
+        storage.clone(),
+        client.overlay_client().clone(),
+        stop_rx.clone(),
+    ));
+    relay.connect(client.clone());
+    let api_task = api.map(|listener| {
+        tokio::spawn(crate::external_messages::serve_http(
+            listener,
+            relay.clone(),
+        ))
+    });
     // A live node makes its own chain (live.json); any other node follows its peers.
     let mut task = match live {
         Some(live) => {
@@ -269,13 +312,40 @@ pub async fn run(data: &DataDir) -> Result<()> {
             tokio::spawn(producer.run(stop_rx))
         }
         None => {
-            let sync = crate::sync::Sync::new(
+            let boot =
+                crate::cold_boot::wanted(&storage, &data.root, boot.unwrap_or(node_config.boot))?;
+            let boot_parts = (
                 storage.clone(),
                 queue.clone(),
-                rpc_client(&node, &node_config)?,
-                &data.root,
-            )?;
+                client.clone(),
+                data.root.clone(),
+            );
+            let sync = crate::sync::Sync::new(storage.clone(), queue.clone(), client, &data.root)?
+                .with_config(&node_config.sync);
             tokio::spawn(async move {
+                if boot {
+                    // A boot that fails (no neighbour could prove a key block or serve a state that
+                    // checks out) is tried again; the liars are punished meanwhile.
+                    let (storage, queue, client, root) = boot_parts;
+                    let mut stop = stop_rx.clone();
+                    loop {
+                        let booted = tokio::select! {
+                            booted = boot_when_connected(&storage, &queue, &client, &root) => booted,
+                            _ = stop.changed() => return Ok(()),
+                        };
+                        match booted {
+                            Ok(()) => break,
+                            Err(e) => tracing::warn!(
+                                error = %format!("{e:#}"),
+                                "cold boot failed; trying again in 5 s"
+                            ),
+                        }
+                        tokio::select! {
+                            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                            _ = stop.changed() => return Ok(()),
+                        }
+                    }
+                }
                 sync.run(stop_rx).await;
                 Ok(())
             })
@@ -305,11 +375,38 @@ pub async fn run(data: &DataDir) -> Result<()> {
             }
         }
     };
+    if let Some(task) = api_task {
+        task.abort();
+    }
     gc.stop().await;
     node.shutdown().await;
     queue.stop_gc();
     storage.archives().wait_for_archive_commit().await;
     outcome
+}
+
+/// Waits for a neighbour, then cold-boots (the sync goes on from the boot block, or from genesis when the
+/// network serves no persistent state).
+async fn boot_when_connected(
+    storage: &Storage,
+    queue: &crate::queue_sync::NodeQueue,
+    client: &regolith_rpc::client::BlockchainRpcClient,
+    root: &std::path::Path,
+) -> Result<()> {
+    while client.overlay_client().neighbours().is_empty() {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    if let Some(report) = crate::cold_boot::cold_boot(storage, queue, client, root).await? {
+        say!(
+            "cold boot: from mc block {} ({} key blocks verified, {} states, {:.1} MiB) in {:.1} s",
+            report.block.seqno,
+            report.key_blocks,
+            report.states,
+            report.bytes as f64 / 1048576.0,
+            report.elapsed.as_secs_f64()
+        );
+    }
+    Ok(())
 }
 
 /// SIGINT and SIGTERM, installed before the node reports that it runs.

@@ -11,10 +11,10 @@
 //!    starts only after that, and only when asked for ([`StartOptions::queue_gc`]);
 //! 3. **boot**: the node gets its last applied mc block, from which everything after the start goes on.
 //!    [`Boot::Genesis`]: `init` stored the zerostate as the last applied mc block, so a new node goes on from
-//!    the zerostate and any other from the block it applied last. Cold boot (from the latest persistent
-//!    state) is the second kind of [`Boot`]: it runs here, on a data directory that holds only the zerostate,
-//!    after the queue start and before anything serves or syncs, and ends like genesis with a last applied
-//!    mc block.
+//!    the zerostate and any other from the block it applied last. A cold boot (from the latest persistent
+//!    state, [`crate::cold_boot`]) needs the network: `run` starts it after the network is up and before the
+//!    sync, on a data directory that holds only the zerostate (or an unfinished boot), and it ends like
+//!    genesis with a last applied mc block.
 //!
 //! Then `run` serves blockchain RPC and follows the chain (or makes the live chain), and `import` applies
 //! archives, both through the apply pipeline ([`crate::apply`]).

@@ -40,6 +40,17 @@ async fn check_state(storage: &Storage, id: &BlockId, kind: StateKind, raw: &[u8
         bail!("block {id} has no data stored");
     }
     let block = storage.components().load_block_data(&handle).await?;
+    check_state_of_block(&block, id, kind, raw)
+}
+
+/// Checks the state of `id` in `raw` (decompressed) against its block: a shard state's root is the block's
+/// new state hash; a queue state is for the block and its newest diff and diff count are the block's.
+pub(crate) fn check_state_of_block(
+    block: &regolith_storage::ParsedBlock,
+    id: &BlockId,
+    kind: StateKind,
+    raw: &[u8],
+) -> Result<()> {
     match kind {
         StateKind::Shard => {
             let root = tycho_types::boc::Boc::decode(raw)

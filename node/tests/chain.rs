@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use regolith_test_support::zerostate_path;
 use serde_json::Value;
+use std::sync::atomic::Ordering;
 
 #[test]
 fn a_generated_chain_is_imported_across_key_blocks_and_two_rotations() {
@@ -116,4 +117,604 @@ fn a_generated_chain_is_imported_across_key_blocks_and_two_rotations() {
         manifest["last_mc_block"].as_str(),
         "{summary}"
     );
+}
+
+/// A fresh node syncs a generated chain from two serving nodes across six key blocks and three validator
+/// rotations (archives up to the last key block, block by block after it), and ends with the servers'
+/// chain and key-block index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_node_syncs_a_generated_chain_across_rotations() {
+    use regolith_node::fixture::{sync_fresh_node, ChainServers};
+    use regolith_node::inspect::{chain_digest, key_blocks};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (chain, summary, manifest) = rotating_chain(dir.path());
+    assert_eq!(chain.archives.len(), 7, "split at every key block");
+    let servers = ChainServers::start_chain(&chain, 2).await.unwrap();
+    let synced = sync_fresh_node(
+        &dir.path().join("fresh"),
+        &chain.zerostate,
+        &servers.nodes,
+        65,
+    )
+    .await
+    .unwrap();
+    let stats = &synced.stats;
+    let from_archives = stats.from_archives.load(Ordering::Relaxed);
+    let from_blocks = stats.from_blocks.load(Ordering::Relaxed);
+    assert_eq!(
+        from_archives + from_blocks,
+        summary.blocks,
+        "every block once"
+    );
+    assert!(
+        from_archives > 0 && from_blocks > 0,
+        "{from_archives} {from_blocks}"
+    );
+
+    let server = &servers.nodes[0].storage;
+    let listed = key_blocks(&synced.storage).unwrap();
+    let seqnos: Vec<u64> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["seqno"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqnos, vec![0, 10, 20, 30, 40, 50, 60]);
+    assert_eq!(listed, key_blocks(server).unwrap());
+    assert_eq!(
+        chain_digest(&synced.storage).await.unwrap(),
+        chain_digest(server).await.unwrap()
+    );
+
+    // The validator set in force is the one key block 60 installed (the broadcast targets' source).
+    let (set, from) = regolith_node::key_blocks::current_validator_set(&synced.storage)
+        .await
+        .unwrap();
+    assert_eq!(from.map(|id| id.seqno), Some(60));
+    assert_eq!(public_keys(&set), last_set_keys(&manifest));
+    servers.shutdown().await;
+}
+
+/// A client walks the key blocks of a generated chain from its zerostate, each proof verified through the
+/// one before it, and learns the set of the newest; a proof with one flipped byte is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_block_walk_verifies_every_rotation_from_the_zerostate() {
+    use regolith_node::fixture::{ChainServers, FreshNode};
+    use regolith_node::key_blocks::KeyBlockChain;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (chain, _, manifest) = rotating_chain(dir.path());
+    let servers = ChainServers::start_chain(&chain, 2).await.unwrap();
+    let fresh = FreshNode::start(&dir.path().join("fresh"), &chain.zerostate, &servers.nodes)
+        .await
+        .unwrap();
+    let checker = regolith_node::proofs::load_checker(&fresh.storage).unwrap();
+    let zerostate = fresh
+        .storage
+        .node_state()
+        .load_zerostate_id()
+        .unwrap()
+        .unwrap();
+    let mut walk = KeyBlockChain::new(checker, zerostate);
+    assert_eq!(walk.walk(&fresh.client, None).await.unwrap(), 6);
+    let ids: Vec<String> = walk.blocks().iter().map(|k| k.id().to_string()).collect();
+    let expected: Vec<String> = manifest["key_blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, expected);
+    let newest = walk.newest().unwrap();
+    assert_eq!(
+        public_keys(&newest.proof.key_block_validators().unwrap()),
+        last_set_keys(&manifest)
+    );
+    // Nothing newer: a second walk adds nothing.
+    assert_eq!(walk.walk(&fresh.client, None).await.unwrap(), 0);
+
+    // Key block 10's proof with one byte flipped, as the next link after the zerostate, is refused.
+    let checker = regolith_node::proofs::load_checker(&fresh.storage).unwrap();
+    let mut other = KeyBlockChain::new(checker, zerostate);
+    let first = walk.blocks()[0].clone();
+    let mut raw = first.raw.to_vec();
+    let at = raw.len() - 40;
+    raw[at] ^= 1;
+    assert!(other.push(first.id(), raw.into()).is_err());
+    assert!(other.blocks().is_empty());
+    // Key block 20 cannot follow the zerostate: it is signed through key block 10.
+    let second = walk.blocks()[1].clone();
+    assert!(other.push(second.id(), second.raw.clone()).is_err());
+    other.push(first.id(), first.raw.clone()).unwrap();
+    other.push(second.id(), second.raw.clone()).unwrap();
+    fresh.node.shutdown().await;
+    servers.shutdown().await;
+}
+
+/// A 65-block chain with 2 shards and a key block every 10 mc blocks, a new validator set at every second
+/// key block (20, 40, 60).
+fn rotating_chain(
+    dir: &std::path::Path,
+) -> (
+    regolith_node::fixture::ChainFiles,
+    regolith_chain::ChainSummary,
+    Value,
+) {
+    use regolith_node::chain_cmd::{generate, ChainShapeArgs, GenerateArgs};
+    let out = dir.join("chain");
+    let summary = generate(&GenerateArgs {
+        out: out.clone(),
+        base_zerostate: zerostate_path(),
+        mc_blocks: 65,
+        shape: ChainShapeArgs {
+            shards: 2,
+            messages: 4,
+            message_bytes: 256,
+            key_block_every: 10,
+            validators: 5,
+            rotate_every: 2,
+            persistent_every: 2,
+            seed: 5,
+        },
+        mc_blocks_per_archive: 100,
+        json: false,
+    })
+    .unwrap();
+    assert_eq!((summary.key_blocks, summary.validator_sets), (6, 4));
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(out.join("chain.json")).unwrap()).unwrap();
+    (
+        regolith_node::fixture::ChainFiles::generated(&out).unwrap(),
+        summary,
+        manifest,
+    )
+}
+
+fn public_keys(set: &tycho_types::models::ValidatorSet) -> Vec<String> {
+    set.list
+        .iter()
+        .map(|v| hex::encode(v.public_key.0))
+        .collect()
+}
+
+fn last_set_keys(manifest: &Value) -> Vec<String> {
+    manifest["validator_sets"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["public_keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Cold boot on a chain with three persistent key blocks (20, 40, 60) and three rotations: a peer whose
+/// state of the boot block has one flipped byte is refused and punished and nothing is stored; with an honest
+/// peer beside it that ran block and archive GC (no genesis sync possible) the node boots from key block 60,
+/// follows the tip to 65, and ends with the servers' states of the boot block and their queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_node_cold_boots_from_the_latest_persistent_state() {
+    use regolith_formats::persistent_state::StatePart;
+    use regolith_node::cold_boot::cold_boot;
+    use regolith_node::fixture::{ChainServers, FreshNode};
+    use regolith_storage::StateKind;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (chain, _, manifest) = rotating_chain(dir.path());
+    let servers = ChainServers::start_chain(&chain, 2).await.unwrap();
+    let boot_id = regolith_formats::block_id::parse_block_id(
+        manifest["key_blocks"][5]["id"].as_str().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(boot_id.seqno, 60);
+
+    // Server 0 serves the shard state of key block 60 with one byte flipped (a valid zstd stream).
+    let liar = &servers.nodes[0];
+    let states = liar.storage.persistent_states();
+    let record = states.get(&boot_id, StateKind::Shard).unwrap().unwrap();
+    let path = states.file_path(&record, StatePart::Unsplit).unwrap();
+    let mut raw = zstd::decode_all(std::fs::File::open(&path).unwrap()).unwrap();
+    let at = raw.len() / 2;
+    raw[at] ^= 0x01;
+    let forged = zstd::bulk::compress(&raw, 3).unwrap();
+    states.store(&boot_id, StateKind::Shard, &forged).unwrap();
+
+    // Server 1 ran block and archive GC up to the boot block: nobody can sync from genesis any more.
+    let honest = &servers.nodes[1].storage;
+    assert!(!honest
+        .archives()
+        .remove_outdated_archives(60)
+        .unwrap()
+        .is_empty());
+    honest.remove_outdated_blocks(60).await.unwrap();
+    let mc = |seqno| regolith_node::block_ref::BlockRef::McSeqno(seqno);
+    assert!(regolith_node::inspect::block(honest, &mc(35))
+        .await
+        .is_err());
+
+    let alone = FreshNode::start(
+        &dir.path().join("alone"),
+        &chain.zerostate,
+        &servers.nodes[..1],
+    )
+    .await
+    .unwrap();
+    let error = cold_boot(
+        &alone.storage,
+        &alone.queue,
+        &alone.client,
+        &alone.data.root,
+    )
+    .await
+    .expect_err("the forged state is refused");
+    let liar_id = liar.network.peer_id();
+    let text = format!("{error:#}");
+    assert!(
+        text.contains("failed its check") && text.contains(&liar_id.to_string()),
+        "{text}"
+    );
+    assert!(
+        alone
+            .client
+            .overlay_client()
+            .neighbours()
+            .find(&liar_id)
+            .is_none_or(|n| n.was_malicious()),
+        "the liar is punished"
+    );
+    assert_eq!(
+        alone
+            .storage
+            .node_state()
+            .load_last_mc_block_id()
+            .unwrap()
+            .unwrap()
+            .seqno,
+        0
+    );
+    assert!(alone
+        .storage
+        .persistent_states()
+        .get(&boot_id, StateKind::Shard)
+        .unwrap()
+        .is_none());
+    alone.node.shutdown().await;
+
+    let fresh = FreshNode::start(&dir.path().join("fresh"), &chain.zerostate, &servers.nodes)
+        .await
+        .unwrap();
+    let root = fresh.data.root.clone();
+    let report = cold_boot(&fresh.storage, &fresh.queue, &fresh.client, &root)
+        .await
+        .unwrap()
+        .expect("a persistent state is served");
+    assert_eq!(report.block, boot_id);
+    assert_eq!((report.key_blocks, report.states), (6, 6));
+    let boot: Value =
+        serde_json::from_slice(&std::fs::read(root.join("boot.json")).unwrap()).unwrap();
+    assert_eq!(boot["complete"], true, "{boot}");
+    let synced = fresh.sync_until(65).await.unwrap();
+    let blocks = synced.stats.from_archives.load(Ordering::Relaxed)
+        + synced.stats.from_blocks.load(Ordering::Relaxed);
+    assert_eq!(
+        blocks, 15,
+        "mc 61..=65 with their shard blocks, nothing before the boot block"
+    );
+
+    let booted = &synced.storage;
+    assert_eq!(
+        booted
+            .node_state()
+            .load_last_mc_block_id()
+            .unwrap()
+            .map(|id| id.to_string()),
+        manifest["last_mc_block"].as_str().map(String::from)
+    );
+    let served = |storage: &regolith_storage::Storage| -> Vec<(String, String)> {
+        let mut list: Vec<(String, String)> = storage
+            .persistent_states()
+            .list()
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.block.seqno > 0)
+            .map(|r| (r.block.to_string(), format!("{:?}", r.kind)))
+            .collect();
+        list.sort();
+        list
+    };
+    let boot_states = served(booted);
+    assert_eq!(boot_states.len(), 6, "{boot_states:?}");
+    let honest_states = served(honest);
+    for state in &boot_states {
+        assert!(
+            honest_states.contains(state),
+            "{state:?} is not served by the servers"
+        );
+    }
+    let seqnos: Vec<u64> = regolith_node::inspect::key_blocks(booted)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["seqno"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqnos, vec![0, 60]);
+    for seqno in 60..=65u32 {
+        let of = |storage| async move {
+            regolith_node::inspect::block(storage, &mc(seqno))
+                .await
+                .unwrap()["id"]
+                .clone()
+        };
+        assert_eq!(of(booted).await, of(honest).await, "mc {seqno}");
+    }
+    drop(synced);
+
+    // The queue: the same last commit and pointers as a node that imported the whole chain, and the same
+    // diffs from the boot block's tail on.
+    let theirs = regolith_node::inspect::queue(servers.roots()[1], false).unwrap();
+    servers.shutdown().await;
+    let ours = regolith_node::inspect::queue(&root, false).unwrap();
+    assert_eq!(
+        ours["last_committed_mc_block"],
+        theirs["last_committed_mc_block"]
+    );
+    assert_eq!(ours["commit_pointers"], theirs["commit_pointers"]);
+    for shard in ours["shards"].as_array().unwrap() {
+        let name = &shard["shard"];
+        let their_diffs = theirs["shards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| &s["shard"] == name)
+            .unwrap()["diffs"]
+            .as_array()
+            .unwrap()
+            .clone();
+        for diff in shard["diffs"].as_array().unwrap() {
+            let same = their_diffs.iter().find(|d| d["seqno"] == diff["seqno"]);
+            assert_eq!(
+                same.map(|d| &d["hash"]),
+                Some(&diff["hash"]),
+                "{name} {diff}"
+            );
+        }
+    }
+}
+
+/// `regolith run` cold-boots a fresh data dir from a serving node; killed (abort, like a power cut) after
+/// a block, after a state and after the last applied mc block are stored, each next start boots from the
+/// same block again, and the last one reaches the tip with the boot complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_boot_killed_at_every_step_resumes_the_same_boot() {
+    use regolith_node::fixture::ChainServers;
+    use regolith_test_support::wait_for;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (chain, _, manifest) = rotating_chain(dir.path());
+    let servers = ChainServers::start_chain(&chain, 1).await.unwrap();
+    let data = dir.path().join("node");
+    ok(
+        &data,
+        &["init", "--zerostate", chain.zerostate.to_str().unwrap()],
+    );
+    let (overlay, dht) = regolith_rpc::network::quick_discovery();
+    edit_node_config(&data, |config| {
+        config["listen_address"] = "127.0.0.1:0".into();
+        config["metrics_address"] = Value::Null;
+        config["overlay"] = serde_json::to_value(&overlay).unwrap();
+        config["dht"] = serde_json::to_value(&dht).unwrap();
+    });
+    let global_path = data.join("global.json");
+    let mut global: Value =
+        serde_json::from_str(&std::fs::read_to_string(&global_path).unwrap()).unwrap();
+    global["bootstrap_peers"] = serde_json::json!([servers.nodes[0]
+        .network
+        .signed_peer_info(Duration::from_secs(3600))]);
+    std::fs::write(&global_path, serde_json::to_string_pretty(&global).unwrap()).unwrap();
+    let boot_block = manifest["key_blocks"][5]["id"].clone();
+
+    for point in [
+        "cold-boot-block-stored:2",
+        "cold-boot-state-stored:3",
+        "cold-boot-last-mc-stored:1",
+    ] {
+        let dir = data.clone();
+        let point = point.to_string();
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_regolith"))
+                .arg("--data")
+                .arg(&dir)
+                .arg("run")
+                .env("RUST_LOG", "error")
+                .env("REGOLITH_CRASH_AT", &point)
+                .stdout(Stdio::null())
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains("crash point"),
+            "{stderr}"
+        );
+        let boot = summary(&data)["boot"].clone();
+        assert_eq!(boot["block"], boot_block, "{boot}");
+        assert_eq!(boot["complete"], false, "{boot}");
+    }
+
+    let child = run_process(&data, Stdio::null());
+    let data_for_wait = data.clone();
+    let reached = tokio::task::spawn_blocking(move || {
+        wait_for(Duration::from_secs(240), Duration::from_millis(200), || {
+            let summary = summary(&data_for_wait);
+            if summary["last_applied_mc_block"] == manifest["last_mc_block"] {
+                Ok(summary)
+            } else {
+                Err(format!("{}", summary["last_applied_mc_block"]))
+            }
+        })
+    })
+    .await
+    .unwrap();
+    assert_eq!(reached["boot"]["complete"], true, "{reached}");
+    assert_eq!(reached["boot"]["block"], boot_block, "{reached}");
+    assert_eq!(reached["boot"]["queue_states"], 3, "{reached}");
+    stop_within(child, Duration::from_secs(60));
+    servers.shutdown().await;
+}
+
+/// The broadcast targets follow the validator set of the newest applied key block, and a message posted to
+/// the node's HTTP API reaches exactly those validators, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn posted_messages_reach_the_validators_of_the_newest_key_block() {
+    use regolith_node::cold_boot::cold_boot;
+    use regolith_node::external_messages::{bind_http, serve_http, ExternalRelay};
+    use regolith_node::fixture::{ChainServers, FreshNode};
+    use regolith_test_support::wait_for_async;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_, _, manifest) = rotating_chain(dir.path());
+    let chain_dir = dir.path().join("chain");
+    let chain = regolith_node::fixture::ChainFiles::generated(&chain_dir).unwrap();
+    let secrets: Value =
+        serde_json::from_slice(&std::fs::read(chain_dir.join("validators.json")).unwrap()).unwrap();
+    let key = |set: usize, i: usize| -> [u8; 32] {
+        hex::decode(
+            secrets["validator_sets"][set]["secret_keys"][i]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap()
+        .try_into()
+        .unwrap()
+    };
+    let sets = manifest["validator_sets"].as_array().unwrap().len();
+    // Two validators of the set key block 60 installed, and one of the set before it.
+    let (servers, received) = ChainServers::start_as(
+        &chain,
+        &[key(sets - 1, 0), key(sets - 1, 1), key(sets - 2, 0)],
+    )
+    .await
+    .unwrap();
+    let peer = |i: usize| servers.nodes[i].network.peer_id();
+    let fresh = FreshNode::start(&dir.path().join("fresh"), &chain.zerostate, &servers.nodes)
+        .await
+        .unwrap();
+    let overlay = fresh.client.overlay_client().clone();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(regolith_node::key_blocks::track_validator_set(
+        fresh.storage.clone(),
+        overlay.clone(),
+        stop_rx,
+    ));
+    let report = cold_boot(
+        &fresh.storage,
+        &fresh.queue,
+        &fresh.client,
+        &fresh.data.root,
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(report.block.seqno, 60);
+    wait_for_async(
+        Duration::from_secs(120),
+        Duration::from_millis(200),
+        async || {
+            let targets = overlay.broadcast_targets();
+            if targets.contains(&peer(0)) && targets.contains(&peer(1)) {
+                Ok(targets)
+            } else {
+                Err(format!("targets {targets:?}"))
+            }
+        },
+    )
+    .await;
+    assert!(
+        !overlay.broadcast_targets().contains(&peer(2)),
+        "a validator of the previous set is no target"
+    );
+
+    let relay = ExternalRelay::new();
+    relay.connect(fresh.client.clone());
+    let api = bind_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let address = api.local_addr().unwrap();
+    tokio::spawn(serve_http(api, relay));
+    let message = external_message(7);
+    let answer = post(address, &message).await;
+    assert_eq!(answer["targets"], 2, "{answer}");
+    assert_eq!(answer["duplicate"], false, "{answer}");
+    for (i, got) in received.iter().enumerate().take(2) {
+        wait_for_async(
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            async || {
+                if got.0.lock().iter().any(|m| m[..] == message[..]) {
+                    Ok(())
+                } else {
+                    Err(format!("validator {i} has not received it"))
+                }
+            },
+        )
+        .await;
+    }
+    let again = post(address, &message).await;
+    assert_eq!(
+        (again["duplicate"].clone(), again["targets"].clone()),
+        (Value::Bool(true), 0.into())
+    );
+    assert_eq!(again["hash"], answer["hash"]);
+    assert!(
+        received[2].0.lock().is_empty(),
+        "the previous set's validator got nothing"
+    );
+    let bad = post(address, b"not a message").await;
+    assert!(bad["error"].is_string(), "{bad}");
+
+    let _ = stop.send(true);
+    fresh.node.shutdown().await;
+    servers.shutdown().await;
+}
+
+/// POSTs `body` to `/v1/messages` and returns the JSON answer.
+async fn post(address: std::net::SocketAddr, body: &[u8]) -> Value {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let head = format!(
+        "POST /v1/messages HTTP/1.1\r\nHost: {address}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let text = String::from_utf8(response).unwrap();
+    let (_, json) = text.split_once("\r\n\r\n").unwrap();
+    serde_json::from_str(json).unwrap()
+}
+
+/// A valid external message: ext_in_msg_info, std dst, no init, an inline body of `tag`.
+fn external_message(tag: u32) -> Vec<u8> {
+    use tycho_types::cell::CellBuilder;
+    let mut b = CellBuilder::new();
+    b.store_small_uint(0b10, 2).unwrap(); // ext_in_msg_info
+    b.store_small_uint(0b00, 2).unwrap(); // src: addr_none
+    b.store_small_uint(0b10, 2).unwrap(); // dst: addr_std
+    b.store_bit_zero().unwrap(); // no anycast
+    b.store_u8(0).unwrap();
+    b.store_u256(&tycho_types::cell::HashBytes([0x5a; 32]))
+        .unwrap();
+    b.store_small_uint(0, 4).unwrap(); // import_fee
+    b.store_bit_zero().unwrap(); // no init
+    b.store_bit_zero().unwrap(); // inline body
+    b.store_u32(tag).unwrap();
+    tycho_types::boc::Boc::encode(b.build().unwrap())
 }

@@ -4,12 +4,12 @@
 //! a downloaded archive is framed once, as it streams (`regolith_formats::archive::bytes_framed`).
 //! This file holds one test so that the process's count is this test's alone.
 
-use regolith_test_support::{archive_1_path, fixtures};
+use regolith_test_support::{archive_1_path, fixtures, zerostate_path};
 use std::sync::atomic::Ordering;
 
 use regolith_formats::archive::{bytes_framed, ArchiveEntryType, ArchiveReader};
 use regolith_formats::block_parses;
-use regolith_node::fixture::{sync_fresh_node, FixtureServers};
+use regolith_node::fixture::{sync_fresh_node, ChainServers};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_applied_block_is_parsed_once() {
@@ -26,7 +26,7 @@ async fn every_applied_block_is_parsed_once() {
     assert_eq!(block_parses(), 0);
 
     // Import: each server imports archive 1 through the pipeline.
-    let open = FixtureServers::start(&fixtures(), 1, false).await.unwrap();
+    let open = ChainServers::start(&fixtures(), 1, false).await.unwrap();
     assert_eq!(
         block_parses(),
         blocks_in_archive,
@@ -36,7 +36,7 @@ async fn every_applied_block_is_parsed_once() {
     // Near the tip: getNextBlockFull and getBlockFull, each block checked once by the client's node.
     let dir = tempfile::tempdir().unwrap();
     let before = block_parses();
-    let synced = sync_fresh_node(dir.path(), &fixtures(), &open.nodes, 100)
+    let synced = sync_fresh_node(dir.path(), &zerostate_path(), &open.nodes, 100)
         .await
         .unwrap();
     let applied = synced.stats.from_blocks.load(Ordering::Relaxed);
@@ -51,11 +51,11 @@ async fn every_applied_block_is_parsed_once() {
 
     // Far behind: the archive is downloaded, framed and indexed once as it streams, and applied from that
     // index.
-    let archived = FixtureServers::start(&fixtures(), 1, true).await.unwrap();
+    let archived = ChainServers::start(&fixtures(), 1, true).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let before = block_parses();
     let framed_before = bytes_framed();
-    let synced = sync_fresh_node(dir.path(), &fixtures(), &archived.nodes, 100)
+    let synced = sync_fresh_node(dir.path(), &zerostate_path(), &archived.nodes, 100)
         .await
         .unwrap();
     assert_eq!(

@@ -128,6 +128,14 @@ impl ParsedProof {
         self.info.prev_key_block_seqno
     }
 
+    /// The current validator set (config param 34) a key block proof installs: the set that signs the blocks
+    /// after it. Only for a proof the checker verified (its config is then readable).
+    pub fn key_block_validators(&self) -> Result<ValidatorSet, String> {
+        self.key_block_config()?
+            .get_current_validator_set()
+            .map_err(|e| format!("config param 34 cannot be read: {e}"))
+    }
+
     /// The config carried by a key block proof, with param 34 present and params 28, 32..=38 readable.
     fn key_block_config(&self) -> Result<BlockchainConfig, String> {
         if !self.info.key_block {
@@ -343,6 +351,11 @@ impl ProofChecker {
             zerostate,
             subsets: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The zerostate this checker starts from.
+    pub fn zerostate(&self) -> &ZerostateConfig {
+        &self.zerostate
     }
 
     /// Decodes and verifies a proof BOC of `id`.

@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,8 +13,8 @@ use anyhow::{bail, Context, Result};
 use regolith_formats::BlockId;
 use serde::Serialize;
 
+use super::child::{metric, RunningNode};
 use super::forger::{Attack, Forger, ForgerLog};
-use crate::config::{write_json, write_secret_json, DataDir};
 use crate::run::Node;
 
 /// A peer serving the fixture chain behind a forging layer.
@@ -112,25 +111,6 @@ pub struct HostileRun {
     pub blocks_asked: Vec<BlockId>,
 }
 
-fn free_tcp_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-/// The value of a metric line `NAME{LABELS} VALUE` (or `NAME VALUE`) whose labels contain `label`.
-fn metric(text: &str, name: &str, label: Option<&str>) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| {
-            l.starts_with(name)
-                && matches!(l.as_bytes().get(name.len()), Some(b' ' | b'{'))
-                && label.is_none_or(|label| l.contains(label))
-        })
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse().ok()))
-        .next()
-}
-
 /// Starts a fresh `regolith run` (binary `exe`) in `work` that bootstraps from `peers`, and waits until it
 /// has applied mc `target`, or until `settle` holds once it is at `target` (so a node that must stop there is
 /// seen to stay), or until `deadline`.
@@ -145,26 +125,17 @@ pub async fn run_victim(
     target: u32,
     deadline: Duration,
 ) -> Result<HostileRun> {
-    let data = DataDir::new(work);
-    crate::init::init(&data, &fixtures.join("zerostate.boc"), &Default::default())?;
-    let metrics_port = free_tcp_port()?;
-    let metrics_address = SocketAddr::from(([127, 0, 0, 1], metrics_port));
-    let mut config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(data.node_config())?)?;
-    let (overlay, dht) = regolith_rpc::network::quick_discovery();
-    config["listen_address"] = "127.0.0.1:0".into();
-    config["metrics_address"] = metrics_address.to_string().into();
-    config["overlay"] = serde_json::to_value(overlay)?;
-    config["dht"] = serde_json::to_value(dht)?;
-    write_secret_json(&data.node_config(), &config)?;
-    let mut global: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(data.global_config())?)?;
     let mut peers = vec![forger.bootstrap_entry()?];
     if let Some(honest) = honest {
         peers.push(honest.bootstrap_entry()?);
     }
-    global["bootstrap_peers"] = serde_json::Value::Array(peers);
-    write_json(&data.global_config(), &global)?;
+    let (data, metrics_address) = super::child::prepare(
+        work,
+        &fixtures.join("zerostate.boc"),
+        peers,
+        true,
+        crate::cold_boot::BootConfig::Genesis,
+    )?;
 
     let before = (
         forger.log.queries.load(Ordering::Relaxed),
@@ -175,14 +146,7 @@ pub async fn run_victim(
     if let Some(h) = honest {
         h.log.blocks_asked.lock().clear();
     }
-    let log = std::fs::File::create(work.join("run.log"))?;
-    let mut child = crate::devnet::run_command(exe, &data.root)
-        .env("RUST_LOG", "info,tycho_network=warn")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .context("cannot start regolith run")?;
-    let pid = child.id();
+    let mut child = RunningNode::spawn(exe, &data, metrics_address)?;
     let started = Instant::now();
     let mut reached = 0u32;
     let mut page = String::new();
@@ -196,12 +160,12 @@ pub async fn run_victim(
         .is_none_or(|score| score <= 0.0)
     };
     loop {
-        if let Some(text) = crate::devnet::scrape_metrics(metrics_address) {
+        if let Some(text) = child.scrape() {
             reached = metric(&text, "regolith_sync_last_applied_mc_seqno", None)
                 .map_or(reached, |v| v as u32);
             page = text;
         }
-        if let Ok(Some(status)) = child.try_wait() {
+        if let Ok(Some(status)) = child.exited() {
             bail!(
                 "the node exited ({status}) at mc {reached}; see {}",
                 work.join("run.log").display()
@@ -228,12 +192,12 @@ pub async fn run_victim(
             + regolith_rpc::config::NeighborsConfig::default().update_metrics_interval * 2;
         while !dropped(&page) && Instant::now() < refreshed_by {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            if let Some(text) = crate::devnet::scrape_metrics(metrics_address) {
+            if let Some(text) = child.scrape() {
                 page = text;
             }
         }
     }
-    let (_, _, peak_rss_mib) = super::hostile::process_usage(pid)?;
+    let peak_rss_mib = child.peak_rss_mib()?;
     let scores = |peer: &ForgingPeer| {
         metric(
             &page,
@@ -281,22 +245,7 @@ pub async fn run_victim(
             .copied()
             .collect(),
     };
-    // SAFETY: kill has no memory preconditions; the pid is our child's.
-    unsafe {
-        libc::kill(pid as i32, libc::SIGTERM);
-    }
-    let stop_deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if child.try_wait()?.is_some() {
-            break;
-        }
-        if Instant::now() > stop_deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    child.stop().await?;
     let book = regolith_rpc::client::PeerBook::open(
         &data.root.join(crate::run::PEERS_FILE),
         &Default::default(),

@@ -1,5 +1,6 @@
 //! `regolith bench ...`: benchmarks that print figures (never timing assertions in tests).
 
+mod child;
 mod client;
 pub mod forger;
 mod handles;

@@ -1,0 +1,324 @@
+//! External messages through a running node: the valid broadcasts it receives from peers, and the messages
+//! local users post to its HTTP API (`POST /v1/messages`), go out as broadcasts to the current validator
+//! targets (which follow the newest applied key block, [`crate::key_blocks::track_validator_set`]). A message
+//! is relayed once per [`DEDUP_WINDOW`]: the same hash again within it is counted and dropped, so two
+//! nodes that relay to each other never loop a message.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use async_trait::async_trait;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use regolith_rpc::client::BlockchainRpcClient;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tycho_network::InboundRequestMeta;
+use tycho_types::cell::HashBytes;
+
+/// A message hash seen within this window is not relayed again.
+pub const DEDUP_WINDOW: Duration = Duration::from_secs(60);
+/// Hashes remembered at most (the oldest go first).
+const DEDUP_CAPACITY: usize = 100_000;
+/// The largest HTTP request accepted (a base64 BOC of the largest external message, with headers).
+const MAX_REQUEST_BYTES: usize = 2 * regolith_rpc::broadcast::MAX_EXTERNAL_BOC_SIZE + 8192;
+/// How long one HTTP connection may take.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What happened to a submitted message.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Submitted {
+    /// The message's hash (its root cell's representation hash).
+    pub hash: String,
+    /// Validator targets that got it (0 for a duplicate).
+    pub targets: usize,
+    /// The same message was relayed within the window: it was not sent again.
+    pub duplicate: bool,
+}
+
+/// Why a message was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// Not a valid external message (rpc.md §5.4).
+    #[error("{0}")]
+    Invalid(String),
+    /// The node's client is not running yet.
+    #[error("the node is not connected yet")]
+    NotReady,
+}
+
+/// The relay of one node.
+#[derive(Default)]
+pub struct ExternalRelay {
+    client: OnceLock<BlockchainRpcClient>,
+    seen: Mutex<Seen>,
+}
+
+#[derive(Default)]
+struct Seen {
+    at: HashMap<HashBytes, Instant>,
+    order: VecDeque<(Instant, HashBytes)>,
+}
+
+impl Seen {
+    /// Records `hash` now; false if it was seen within the window.
+    fn first_in_window(&mut self, hash: HashBytes, now: Instant) -> bool {
+        while let Some((at, old)) = self.order.front().copied() {
+            if now.duration_since(at) < DEDUP_WINDOW && self.order.len() < DEDUP_CAPACITY {
+                break;
+            }
+            self.order.pop_front();
+            if self.at.get(&old) == Some(&at) {
+                self.at.remove(&old);
+            }
+        }
+        if self.at.contains_key(&hash) {
+            return false;
+        }
+        self.at.insert(hash, now);
+        self.order.push_back((now, hash));
+        true
+    }
+}
+
+impl ExternalRelay {
+    /// A relay that sends through `client` once it is set ([`Self::connect`]).
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    /// Sets the client the relay sends through (once).
+    pub fn connect(&self, client: BlockchainRpcClient) {
+        let _ = self.client.set(client);
+    }
+
+    /// Checks `boc` as an external message and relays it to the validator targets, once per window.
+    pub async fn submit(&self, boc: &[u8], source: &'static str) -> Result<Submitted, SubmitError> {
+        metrics::counter!("regolith_external_messages_total", "source" => source).increment(1);
+        if let Err(e) = regolith_rpc::broadcast::validate_external_message(boc) {
+            metrics::counter!("regolith_external_messages_invalid_total", "source" => source)
+                .increment(1);
+            return Err(SubmitError::Invalid(e.to_string()));
+        }
+        let hash = *tycho_types::boc::Boc::decode(boc)
+            .map_err(|e| SubmitError::Invalid(format!("not a BOC: {e}")))?
+            .repr_hash();
+        let client = self.client.get().ok_or(SubmitError::NotReady)?;
+        if !self.seen.lock().first_in_window(hash, Instant::now()) {
+            metrics::counter!("regolith_external_messages_duplicate_total", "source" => source)
+                .increment(1);
+            return Ok(Submitted {
+                hash: hash.to_string(),
+                targets: 0,
+                duplicate: true,
+            });
+        }
+        let targets = client.broadcast_external_message(boc).await;
+        metrics::counter!("regolith_external_messages_relayed_total", "source" => source)
+            .increment(1);
+        metrics::counter!("regolith_external_message_deliveries_total").increment(targets as u64);
+        Ok(Submitted {
+            hash: hash.to_string(),
+            targets,
+            duplicate: false,
+        })
+    }
+}
+
+#[async_trait]
+impl regolith_rpc::BroadcastListener for ExternalRelay {
+    async fn handle_message(&self, meta: Arc<InboundRequestMeta>, message: Bytes) {
+        match self.submit(&message, "network").await {
+            Ok(done) => {
+                tracing::debug!(peer = %meta.peer_id, hash = %done.hash, targets = done.targets, duplicate = done.duplicate, "external message relayed");
+            }
+            Err(e) => {
+                tracing::debug!(peer = %meta.peer_id, error = %e, "external message not relayed");
+            }
+        }
+    }
+}
+
+/// Binds the HTTP API's address.
+pub async fn bind_http(address: SocketAddr) -> Result<tokio::net::TcpListener> {
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address} (the HTTP API)"))?;
+    tracing::info!(%address, "HTTP API: POST /v1/messages");
+    Ok(listener)
+}
+
+/// Serves `POST /v1/messages` on `listener` until the task is aborted.
+pub async fn serve_http(listener: tokio::net::TcpListener, relay: Arc<ExternalRelay>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "HTTP API: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let relay = relay.clone();
+        tokio::spawn(async move {
+            if tokio::time::timeout(HTTP_TIMEOUT, handle_connection(stream, &relay))
+                .await
+                .is_err()
+            {
+                tracing::debug!(%peer, "HTTP API: connection timed out");
+            }
+        });
+    }
+}
+
+/// One request on one connection (`Connection: close`).
+async fn handle_connection(mut stream: tokio::net::TcpStream, relay: &ExternalRelay) {
+    let (status, body) = match read_request(&mut stream).await {
+        Ok(Request { method, path, body }) => {
+            if path != "/v1/messages" {
+                (
+                    404,
+                    serde_json::json!({"error": format!("no such path {path:?}")}),
+                )
+            } else if method != "POST" {
+                (
+                    405,
+                    serde_json::json!({"error": "POST a message BOC (binary or base64)"}),
+                )
+            } else {
+                answer(relay, &body).await
+            }
+        }
+        Err((status, error)) => (status, serde_json::json!({ "error": error })),
+    };
+    let text = body.to_string();
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        413 => "Payload Too Large",
+        _ => "Service Unavailable",
+    };
+    let response = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        text.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+async fn answer(relay: &ExternalRelay, body: &[u8]) -> (u16, serde_json::Value) {
+    let boc = match decode_body(body) {
+        Ok(boc) => boc,
+        Err(e) => return (400, serde_json::json!({ "error": e })),
+    };
+    match relay.submit(&boc, "http").await {
+        Ok(done) => (200, serde_json::to_value(done).unwrap_or_default()),
+        Err(e @ SubmitError::Invalid(_)) => (400, serde_json::json!({"error": e.to_string()})),
+        Err(e @ SubmitError::NotReady) => (503, serde_json::json!({"error": e.to_string()})),
+    }
+}
+
+/// A binary BOC as it is (it starts with the BOC magic), otherwise base64 text.
+fn decode_body(body: &[u8]) -> Result<Vec<u8>, String> {
+    use base64::Engine;
+    const BOC_MAGIC: [u8; 4] = [0xb5, 0xee, 0x9c, 0x72];
+    if body.starts_with(&BOC_MAGIC) {
+        return Ok(body.to_vec());
+    }
+    let text = std::str::from_utf8(body).map_err(|_| "the body is neither a BOC nor base64")?;
+    base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .map_err(|e| format!("the body is neither a BOC nor base64: {e}"))
+}
+
+struct Request {
+    method: String,
+    path: String,
+    body: Vec<u8>,
+}
+
+/// Reads one HTTP/1.1 request with a `Content-Length` body, at most [`MAX_REQUEST_BYTES`].
+async fn read_request(stream: &mut tokio::net::TcpStream) -> Result<Request, (u16, String)> {
+    let mut buf = Vec::with_capacity(4096);
+    let header_end = loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end + 4;
+        }
+        if buf.len() > MAX_REQUEST_BYTES {
+            return Err((413, "the request is too large".into()));
+        }
+        let mut chunk = [0u8; 4096];
+        let n = stream
+            .read(&mut chunk)
+            .await
+            .map_err(|e| (400, format!("reading the request: {e}")))?;
+        if n == 0 {
+            return Err((400, "the request ended before its headers".into()));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = std::str::from_utf8(&buf[..header_end])
+        .map_err(|_| (400, "the request headers are not text".to_string()))?;
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next().unwrap_or_default().split(' ');
+    let method = first.next().unwrap_or_default().to_string();
+    let path = first.next().unwrap_or_default().to_string();
+    let mut length = 0usize;
+    for line in lines {
+        if let Some((name, value)) = line.split_once(':') {
+            if name.trim().eq_ignore_ascii_case("content-length") {
+                length = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| (400, "a bad Content-Length".to_string()))?;
+            }
+        }
+    }
+    if header_end + length > MAX_REQUEST_BYTES {
+        return Err((413, "the request is too large".into()));
+    }
+    let mut body = buf[header_end..].to_vec();
+    while body.len() < length {
+        let mut chunk = vec![0u8; (length - body.len()).min(65536)];
+        let n = stream
+            .read(&mut chunk)
+            .await
+            .map_err(|e| (400, format!("reading the body: {e}")))?;
+        if n == 0 {
+            return Err((400, "the body is shorter than its Content-Length".into()));
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    body.truncate(length);
+    Ok(Request { method, path, body })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hash_is_relayed_once_per_window() {
+        let mut seen = Seen::default();
+        let t0 = Instant::now();
+        let h = HashBytes([7; 32]);
+        assert!(seen.first_in_window(h, t0));
+        assert!(!seen.first_in_window(h, t0 + Duration::from_secs(1)));
+        assert!(seen.first_in_window(HashBytes([8; 32]), t0 + Duration::from_secs(2)));
+        assert!(seen.first_in_window(h, t0 + DEDUP_WINDOW + Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn bodies_are_binary_or_base64() {
+        use base64::Engine;
+        let boc = [0xb5, 0xee, 0x9c, 0x72, 1, 2, 3];
+        assert_eq!(decode_body(&boc).unwrap(), boc);
+        let text = base64::engine::general_purpose::STANDARD.encode(boc);
+        assert_eq!(decode_body(format!(" {text}\n").as_bytes()).unwrap(), boc);
+        assert!(decode_body(b"not base64 !").is_err());
+    }
+}
