@@ -162,8 +162,8 @@ enum BenchCommand {
     /// The blockchain RPC client downloading from 1 and 3 in-process serving peers on loopback: a 2.5 MiB
     /// block and an archive in MiB/s, getBlockFull latency p50/p99.
     Client(bench::ClientBenchArgs),
-    /// A fresh node syncs the fixture chain from 1 and 3 in-process serving nodes: blocks/s and MiB/s, block by
-    /// block and from the archive.
+    /// A fresh `regolith run` syncs the fixture chain or a generated one (`--chain`, `--generate`) from 1 and
+    /// 3 in-process serving nodes: blocks/s, MiB/s and peak RSS, block by block, from archives, and cold-booted.
     Sync(bench::SyncBenchArgs),
     /// The internal-queue cases of queue.md §12 (fresh temp databases; build with --release).
     Queue {
