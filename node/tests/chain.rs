@@ -442,6 +442,20 @@ async fn a_fresh_node_cold_boots_from_the_latest_persistent_state() {
         .map(|k| k["seqno"].as_u64().unwrap())
         .collect();
     assert_eq!(seqnos, vec![0, 60]);
+    // Archives from the boot block on: the same as the server's (the one after key block 60, still open).
+    let after_boot = |storage| -> Vec<Value> {
+        regolith_node::inspect::archives(storage)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["id"].as_u64().unwrap() > 60)
+            .cloned()
+            .collect()
+    };
+    let archives = after_boot(booted);
+    assert_eq!(archives.len(), 1, "{archives:?}");
+    assert_eq!(archives, after_boot(honest));
     for seqno in 60..=65u32 {
         let of = |storage| async move {
             regolith_node::inspect::block(storage, &mc(seqno))
