@@ -459,23 +459,39 @@ async fn download_state(
     )
 }
 
-/// Bytes, rate and ETA of one state download, in the log (every 2 s and at the end).
+/// Bytes, rate and ETA of one state download: a bar on a terminal (stderr), log lines every 2 s and at the
+/// end.
 struct StateProgress {
     id: BlockId,
     kind: StateKind,
     total: u64,
     started: Instant,
+    bar: Option<indicatif::ProgressBar>,
     state: parking_lot::Mutex<(u64, Instant)>,
 }
 
 impl StateProgress {
     fn new(id: BlockId, kind: StateKind, total: u64) -> Self {
+        use std::io::IsTerminal;
         let now = Instant::now();
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(total);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{prefix} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            bar.set_prefix(format!("cold boot: {kind:?} state of {id}"));
+            bar
+        });
         Self {
             id,
             kind,
             total,
             started: now,
+            bar,
             state: parking_lot::Mutex::new((0, now)),
         }
     }
@@ -483,6 +499,9 @@ impl StateProgress {
     fn advance(&self, bytes: u64) {
         let mut state = self.state.lock();
         state.0 = state.0.max(bytes);
+        if let Some(bar) = &self.bar {
+            bar.set_position(state.0);
+        }
         if state.1.elapsed() >= std::time::Duration::from_secs(2) {
             state.1 = Instant::now();
             self.log(state.0);
@@ -490,6 +509,9 @@ impl StateProgress {
     }
 
     fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish();
+        }
         let done = self.state.lock().0;
         self.log(done);
     }
