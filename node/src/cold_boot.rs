@@ -5,7 +5,8 @@
 //!    before it ([`crate::key_blocks`]).
 //! 2. The newest key block that the persistent rule marks persistent ((t >> 17) != (p >> 17) against the key
 //!    block before it) and whose states a neighbour serves is the boot block; it is written to
-//!    `<data>/boot.json` before anything is stored, so that a restart resumes the same boot.
+//!    `<data>/boot.json`, marked `storing` before the first write, so that a restart after that resumes the
+//!    same boot (before it, a restart chooses again).
 //! 3. The boot block and its top shard blocks come from getBlockFull and are checked like every block (the
 //!    mc block's proof against the verified key blocks); each block's shard state and queue state are
 //!    downloaded into temp files under `<data>/boot/` and checked against its block: a shard state's root is
@@ -72,6 +73,10 @@ pub struct BootRecord {
     pub block: String,
     /// Whether the boot finished (the block is the node's first applied mc block).
     pub complete: bool,
+    /// Whether the boot has begun to store (from then on a restart resumes this block; before, it chooses
+    /// again, so that a block whose states nobody serves any more cannot hold the node).
+    #[serde(default)]
+    pub storing: bool,
     /// Shard states stored.
     pub shard_states: usize,
     /// Queue states imported.
@@ -118,11 +123,13 @@ pub struct BootReport {
     pub elapsed: std::time::Duration,
 }
 
-/// Whether the node at `storage` should cold-boot: it has applied nothing but the zerostate, or a boot it
-/// started is unfinished.
+/// Whether the node at `storage` should cold-boot: a boot it started to store is unfinished, or it has
+/// applied nothing but the zerostate (and `config` asks for a cold boot).
 pub fn wanted(storage: &Storage, data_root: &Path, config: BootConfig) -> Result<bool> {
-    if let Some(record) = BootRecord::load(data_root)? {
-        return Ok(!record.complete);
+    match BootRecord::load(data_root)? {
+        Some(record) if record.complete => return Ok(false),
+        Some(record) if record.storing => return Ok(true),
+        _ => {}
     }
     if config == BootConfig::Genesis {
         return Ok(false);
@@ -151,7 +158,7 @@ pub async fn cold_boot(
         .load_zerostate_id()?
         .context("the data directory has no zerostate id")?;
     let mut chain = KeyBlockChain::new(crate::proofs::load_checker(storage)?, zerostate);
-    let resumed = BootRecord::load(data_root)?.filter(|r| !r.complete);
+    let resumed = BootRecord::load(data_root)?.filter(|r| !r.complete && r.storing);
     let until = match &resumed {
         Some(record) => Some(record.block_id()?.seqno),
         None => None,
@@ -188,15 +195,16 @@ pub async fn cold_boot(
             }
         }
     };
+    let mut record = BootRecord {
+        block: target.to_string(),
+        complete: false,
+        storing: resumed.is_some(),
+        shard_states: 0,
+        queue_states: 0,
+        bytes: 0,
+    };
     if resumed.is_none() {
-        BootRecord {
-            block: target.to_string(),
-            complete: false,
-            shard_states: 0,
-            queue_states: 0,
-            bytes: 0,
-        }
-        .store(data_root)?;
+        record.store(data_root)?;
     }
     tracing::info!(block = %target, key_blocks, "cold boot: booting from this persistent key block");
 
@@ -229,6 +237,11 @@ pub async fn cold_boot(
     // Everything is verified: store it. The mc block's queue state is imported after the last applied mc
     // block is stored (the import sets the queue's last committed mc block, which may never be ahead of
     // it); every step before `boot.json` says complete is done again, idempotently, by a resumed boot.
+    crate::crash::point("cold-boot-verified");
+    if !record.storing {
+        record.storing = true;
+        record.store(data_root)?;
+    }
     let (mut shard_states, mut queue_states) = (0, 0);
     let mut mc_queue_state = None;
     for boot in &boot_blocks {
@@ -278,11 +291,11 @@ pub async fn cold_boot(
         }
     }
     BootRecord {
-        block: target.to_string(),
         complete: true,
         shard_states,
         queue_states,
         bytes,
+        ..record
     }
     .store(data_root)?;
     let _ = std::fs::remove_dir(&dir);

@@ -181,6 +181,7 @@ pub fn summary(storage: &Storage) -> Result<Value> {
             "type": "latest_persistent",
             "block": record.block,
             "complete": record.complete,
+            "storing": record.storing,
             "shard_states": record.shard_states,
             "queue_states": record.queue_states,
             "bytes": record.bytes,

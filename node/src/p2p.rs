@@ -701,7 +701,11 @@ async fn send_message(session: &Session, file: &Path) -> Result<Value> {
     let ids = crate::key_blocks::validator_peer_ids(&vset);
     let overlay = client.overlay_client();
     overlay.update_validator_set(ids.iter().copied());
-    let _ = tokio::time::timeout(Duration::from_secs(5), overlay.targets_changed()).await;
+    // Targets are the validators that answered a ping: wait for the first (at most 30 s, within --timeout).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while overlay.broadcast_targets().is_empty() && tokio::time::Instant::now() < deadline {
+        let _ = tokio::time::timeout_at(deadline, overlay.targets_changed()).await;
+    }
     let delivered = client.broadcast_external_message(&boc).await;
     Ok(json!({
         "validator_set_from": from,

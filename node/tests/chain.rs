@@ -499,9 +499,10 @@ async fn a_fresh_node_cold_boots_from_the_latest_persistent_state() {
     }
 }
 
-/// `regolith run` cold-boots a fresh data dir from a serving node; killed (abort, like a power cut) after
-/// a block, after a state and after the last applied mc block are stored, each next start boots from the
-/// same block again, and the last one reaches the tip with the boot complete.
+/// `regolith run` cold-boots a fresh data dir from a serving node; killed (abort, like a power cut) once all
+/// is verified and before anything is stored, then after a block, after a state and after the last applied mc
+/// block are stored, each next start boots from the same block again, and the last one reaches the tip with
+/// the boot complete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cold_boot_killed_at_every_step_resumes_the_same_boot() {
     use regolith_node::fixture::ChainServers;
@@ -533,20 +534,21 @@ async fn a_cold_boot_killed_at_every_step_resumes_the_same_boot() {
     std::fs::write(&global_path, serde_json::to_string_pretty(&global).unwrap()).unwrap();
     let boot_block = manifest["key_blocks"][5]["id"].clone();
 
-    for point in [
-        "cold-boot-block-stored:2",
-        "cold-boot-state-stored:3",
-        "cold-boot-last-mc-stored:1",
+    for (point, storing) in [
+        ("cold-boot-verified:1", false),
+        ("cold-boot-block-stored:2", true),
+        ("cold-boot-state-stored:3", true),
+        ("cold-boot-last-mc-stored:1", true),
     ] {
         let dir = data.clone();
-        let point = point.to_string();
+        let at = point.to_string();
         let out = tokio::task::spawn_blocking(move || {
             Command::new(env!("CARGO_BIN_EXE_regolith"))
                 .arg("--data")
                 .arg(&dir)
                 .arg("run")
                 .env("RUST_LOG", "error")
-                .env("REGOLITH_CRASH_AT", &point)
+                .env("REGOLITH_CRASH_AT", &at)
                 .stdout(Stdio::null())
                 .output()
                 .unwrap()
@@ -561,6 +563,7 @@ async fn a_cold_boot_killed_at_every_step_resumes_the_same_boot() {
         let boot = summary(&data)["boot"].clone();
         assert_eq!(boot["block"], boot_block, "{boot}");
         assert_eq!(boot["complete"], false, "{boot}");
+        assert_eq!(boot["storing"], storing, "{point}: {boot}");
     }
 
     let child = run_process(&data, Stdio::null());
@@ -731,4 +734,87 @@ fn external_message(tag: u32) -> Vec<u8> {
     b.store_bit_zero().unwrap(); // inline body
     b.store_u32(tag).unwrap();
     tycho_types::boc::Boc::encode(b.build().unwrap())
+}
+
+/// `regolith p2p send-message` learns the newest key block through the verified chain of key-block proofs
+/// and sends to its validator set: a validator of that set gets the message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_send_message_targets_the_newest_key_blocks_validators() {
+    use regolith_node::fixture::ChainServers;
+    use regolith_test_support::wait_for_async;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (chain, _, manifest) = rotating_chain(dir.path());
+    let secrets: Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("chain").join("validators.json")).unwrap(),
+    )
+    .unwrap();
+    let last = manifest["validator_sets"].as_array().unwrap().len() - 1;
+    let key: [u8; 32] = hex::decode(
+        secrets["validator_sets"][last]["secret_keys"][0]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap()
+    .try_into()
+    .unwrap();
+    let (servers, received) = ChainServers::start_as(&chain, &[key]).await.unwrap();
+    let data = dir.path().join("client");
+    ok(
+        &data,
+        &["init", "--zerostate", chain.zerostate.to_str().unwrap()],
+    );
+    let (overlay, dht) = regolith_rpc::network::quick_discovery();
+    edit_node_config(&data, |config| {
+        config["overlay"] = serde_json::to_value(&overlay).unwrap();
+        config["dht"] = serde_json::to_value(&dht).unwrap();
+    });
+    let global_path = data.join("global.json");
+    let mut global: Value =
+        serde_json::from_str(&std::fs::read_to_string(&global_path).unwrap()).unwrap();
+    global["bootstrap_peers"] = serde_json::json!([servers.nodes[0]
+        .network
+        .signed_peer_info(Duration::from_secs(3600))]);
+    std::fs::write(&global_path, serde_json::to_string_pretty(&global).unwrap()).unwrap();
+    let message = external_message(11);
+    let file = dir.path().join("message.boc");
+    std::fs::write(&file, &message).unwrap();
+
+    let args_data = data.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        ok(
+            &args_data,
+            &[
+                "p2p",
+                "--json",
+                "--timeout",
+                "60s",
+                "send-message",
+                file.to_str().unwrap(),
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    let answer: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        answer["validator_set_from"], manifest["key_blocks"][5]["id"],
+        "{answer}"
+    );
+    assert_eq!(answer["validators"], 5, "{answer}");
+    assert_eq!(answer["delivered"], 1, "{answer}");
+    wait_for_async(
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        async || {
+            if received[0].0.lock().iter().any(|m| m[..] == message[..]) {
+                Ok(())
+            } else {
+                Err("the validator has not received it".to_string())
+            }
+        },
+    )
+    .await;
+    servers.shutdown().await;
 }
