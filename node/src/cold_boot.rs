@@ -12,7 +12,8 @@
 //!    downloaded into temp files under `<data>/boot/` and checked against its block: a shard state's root is
 //!    the block's new state hash, a queue state's newest diff and diff count are the block's. A neighbour
 //!    whose state fails is punished as malicious and the state is asked from another.
-//! 4. Only then is anything stored, each step idempotent: the blocks (ref by the boot block, not archived),
+//! 4. Only then is anything stored, each step idempotent: the proofs of the key blocks before it (so that the
+//!    node serves the key-block chain from the zerostate on), the blocks (ref by the boot block, not archived),
 //!    the queue states (imported into the queue, one batch each), the states as served persistent states;
 //!    the last write is the last applied mc block. A kill before it leaves `boot.json` incomplete and the next
 //!    start boots from the same block again; nothing unverified is ever stored or served.
@@ -241,6 +242,24 @@ pub async fn cold_boot(
     if !record.storing {
         record.storing = true;
         record.store(data_root)?;
+    }
+    // The proofs of the key blocks before the boot block, verified by the walk: the node serves the chain of
+    // key blocks from the zerostate onward (getNextKeyBlockIds, getKeyBlockProof) like one that synced it.
+    for key_block in chain.blocks() {
+        let id = *key_block.id();
+        if id.seqno >= target.seqno {
+            break;
+        }
+        let meta = regolith_storage::NewBlockMeta {
+            is_key_block: true,
+            gen_utime: key_block.gen_utime(),
+            ref_by_mc_seqno: id.seqno,
+        };
+        storage
+            .components()
+            .store_block_proof(&id, key_block.raw.clone(), meta)
+            .await
+            .with_context(|| format!("cold boot: storing the proof of key block {id}"))?;
     }
     let (mut shard_states, mut queue_states) = (0, 0);
     let mut mc_queue_state = None;

@@ -434,14 +434,27 @@ async fn a_fresh_node_cold_boots_from_the_latest_persistent_state() {
             "{state:?} is not served by the servers"
         );
     }
-    let seqnos: Vec<u64> = regolith_node::inspect::key_blocks(booted)
-        .unwrap()
+    // Every key block from the zerostate on (proofs only before the boot block), as the server lists them.
+    let listed = regolith_node::inspect::key_blocks(booted).unwrap();
+    let seqnos: Vec<u64> = listed
         .as_array()
         .unwrap()
         .iter()
         .map(|k| k["seqno"].as_u64().unwrap())
         .collect();
-    assert_eq!(seqnos, vec![0, 60]);
+    assert_eq!(seqnos, vec![0, 10, 20, 30, 40, 50, 60]);
+    assert_eq!(listed, regolith_node::inspect::key_blocks(honest).unwrap());
+    for seqno in [10, 20, 30, 40, 50] {
+        let handle = booted
+            .handles()
+            .load_key_block_handle(seqno)
+            .unwrap()
+            .unwrap();
+        assert!(
+            handle.has_proof() && !handle.has_data(),
+            "key block {seqno}"
+        );
+    }
     // Archives from the boot block on: the same as the server's (the one after key block 60, still open).
     let after_boot = |storage| -> Vec<Value> {
         regolith_node::inspect::archives(storage)
