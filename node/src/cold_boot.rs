@@ -452,14 +452,15 @@ async fn download_state(
         let peer = *state.neighbour.peer_id();
         let file = std::fs::File::create(&path)
             .with_context(|| format!("cannot create {}", path.display()))?;
-        let progress = Arc::new(StateProgress::new(id, kind, state.size));
-        let shown = progress.clone();
+        let progress = crate::progress::ByteProgress::new(
+            &format!("cold boot: {kind:?} state of {id}"),
+            state.size,
+        );
         let downloaded = client
             .download_persistent_state(&state, None, std::io::BufWriter::new(file), move |n| {
-                shown.advance(n);
+                progress.set(n);
             })
             .await;
-        progress.finish();
         if let Err(e) = downloaded {
             last_error = format!("downloading from {peer}: {e}");
             continue;
@@ -489,81 +490,4 @@ async fn download_state(
         "cold boot: the {kind:?} state of {id}: {}",
         refused.join("; ")
     )
-}
-
-/// Bytes, rate and ETA of one state download: a bar on a terminal (stderr), log lines every 2 s and at the
-/// end.
-struct StateProgress {
-    id: BlockId,
-    kind: StateKind,
-    total: u64,
-    started: Instant,
-    bar: Option<indicatif::ProgressBar>,
-    state: parking_lot::Mutex<(u64, Instant)>,
-}
-
-impl StateProgress {
-    fn new(id: BlockId, kind: StateKind, total: u64) -> Self {
-        use std::io::IsTerminal;
-        let now = Instant::now();
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = indicatif::ProgressBar::new(total);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{prefix} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                .progress_chars("=> "),
-            );
-            bar.set_prefix(format!("cold boot: {kind:?} state of {id}"));
-            bar
-        });
-        Self {
-            id,
-            kind,
-            total,
-            started: now,
-            bar,
-            state: parking_lot::Mutex::new((0, now)),
-        }
-    }
-
-    fn advance(&self, bytes: u64) {
-        let mut state = self.state.lock();
-        state.0 = state.0.max(bytes);
-        if let Some(bar) = &self.bar {
-            bar.set_position(state.0);
-        }
-        if state.1.elapsed() >= std::time::Duration::from_secs(2) {
-            state.1 = Instant::now();
-            self.log(state.0);
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish();
-        }
-        let done = self.state.lock().0;
-        self.log(done);
-    }
-
-    fn log(&self, done: u64) {
-        let secs = self.started.elapsed().as_secs_f64().max(1e-6);
-        let rate = done as f64 / secs;
-        let eta = if rate > 0.0 {
-            self.total.saturating_sub(done) as f64 / rate
-        } else {
-            f64::INFINITY
-        };
-        tracing::info!(
-            block = %self.id,
-            kind = ?self.kind,
-            done,
-            total = self.total,
-            mib_per_s = rate / 1048576.0,
-            eta_s = eta,
-            "cold boot: downloading a state"
-        );
-    }
 }

@@ -2,11 +2,10 @@
 //! overlay (bootstrap peers and zerostate from a global config) with an ephemeral key, waits for neighbours,
 //! runs one request through the blockchain RPC client, verifies what it got and only then writes it.
 
-use std::io::IsTerminal;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use regolith_formats::zerostate::{check_zerostate_proof, McZerostate};
@@ -311,7 +310,10 @@ async fn execute(session: &Session, command: P2pCommand) -> Result<Value> {
             };
             let neighbour = archive.neighbour.peer_id().to_string();
             let file = TempFile::create(&out)?;
-            let progress = ByteProgress::new(&format!("archive {}", archive.id), archive.size);
+            let progress = crate::progress::ByteProgress::new(
+                &format!("archive {}", archive.id),
+                archive.size,
+            );
             let sink = file.writer()?;
             let downloaded = client
                 .download_archive_compressed(&archive, Box::new(sink), move |n| progress.set(n))
@@ -363,7 +365,8 @@ async fn execute(session: &Session, command: P2pCommand) -> Result<Value> {
                     .ok_or_else(|| anyhow!("the state of {id} has no part {prefix:016x}"))?,
                 None => state.size,
             };
-            let progress = ByteProgress::new(&format!("state of {}", id.as_short_id()), size);
+            let progress =
+                crate::progress::ByteProgress::new(&format!("state of {}", id.as_short_id()), size);
             let bytes = client
                 .download_persistent_state(&state, part, Vec::new(), move |n| progress.set(n))
                 .await
@@ -551,7 +554,7 @@ async fn mc_block_id_from_archive(session: &Session, seqno: u32) -> Result<Block
         std::process::id(),
         archive.id
     )))?;
-    let progress = ByteProgress::new(
+    let progress = crate::progress::ByteProgress::new(
         &format!("archive {} (finding mc block {seqno})", archive.id),
         archive.size,
     );
@@ -773,51 +776,5 @@ impl Drop for TempFile {
     fn drop(&mut self) {
         // A download that failed leaves nothing behind; after a commit the temp name no longer exists.
         let _ = std::fs::remove_file(&self.tmp);
-    }
-}
-
-/// Download progress: a bar on a terminal, a log line every 5 s otherwise.
-struct ByteProgress {
-    bar: Option<indicatif::ProgressBar>,
-    label: String,
-    total: u64,
-    last_log: parking_lot::Mutex<Instant>,
-}
-
-impl ByteProgress {
-    fn new(label: &str, total: u64) -> Arc<Self> {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = indicatif::ProgressBar::new(total);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{prefix} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} ({eta})",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                .progress_chars("=> "),
-            );
-            bar.set_prefix(label.to_owned());
-            bar
-        });
-        Arc::new(Self {
-            bar,
-            label: label.to_owned(),
-            total,
-            last_log: parking_lot::Mutex::new(Instant::now()),
-        })
-    }
-
-    fn set(&self, done: u64) {
-        if let Some(bar) = &self.bar {
-            bar.set_position(done);
-            if done >= self.total {
-                bar.finish_and_clear();
-            }
-            return;
-        }
-        let mut last = self.last_log.lock();
-        if last.elapsed() >= Duration::from_secs(5) || done >= self.total {
-            *last = Instant::now();
-            tracing::info!(what = %self.label, done, total = self.total, "downloading");
-        }
     }
 }

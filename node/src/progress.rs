@@ -104,3 +104,68 @@ impl Progress {
         }
     }
 }
+
+/// Download progress in bytes: a bar on a terminal; otherwise a log line with the rate and the ETA every 5 s
+/// and at the end.
+pub(crate) struct ByteProgress {
+    bar: Option<ProgressBar>,
+    label: String,
+    total: u64,
+    started: Instant,
+    last_log: parking_lot::Mutex<Instant>,
+}
+
+impl ByteProgress {
+    /// A download of `total` bytes named `label`.
+    pub(crate) fn new(label: &str, total: u64) -> std::sync::Arc<Self> {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(total);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{prefix} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} ({eta})",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            bar.set_prefix(label.to_owned());
+            bar
+        });
+        let now = Instant::now();
+        std::sync::Arc::new(Self {
+            bar,
+            label: label.to_owned(),
+            total,
+            started: now,
+            last_log: parking_lot::Mutex::new(now),
+        })
+    }
+
+    /// `done` bytes of the total are in.
+    pub(crate) fn set(&self, done: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(done);
+            if done >= self.total {
+                bar.finish_and_clear();
+            }
+            return;
+        }
+        let mut last = self.last_log.lock();
+        if last.elapsed() >= Duration::from_secs(5) || done >= self.total {
+            *last = Instant::now();
+            let rate = done as f64 / self.started.elapsed().as_secs_f64().max(1e-6);
+            let eta_s = if rate > 0.0 {
+                self.total.saturating_sub(done) as f64 / rate
+            } else {
+                f64::INFINITY
+            };
+            tracing::info!(
+                what = %self.label,
+                done,
+                total = self.total,
+                mib_per_s = rate / 1048576.0,
+                eta_s,
+                "downloading"
+            );
+        }
+    }
+}

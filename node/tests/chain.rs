@@ -527,24 +527,7 @@ async fn a_cold_boot_killed_at_every_step_resumes_the_same_boot() {
     let (chain, _, manifest) = rotating_chain(dir.path());
     let servers = ChainServers::start_chain(&chain, 1).await.unwrap();
     let data = dir.path().join("node");
-    ok(
-        &data,
-        &["init", "--zerostate", chain.zerostate.to_str().unwrap()],
-    );
-    let (overlay, dht) = regolith_rpc::network::quick_discovery();
-    edit_node_config(&data, |config| {
-        config["listen_address"] = "127.0.0.1:0".into();
-        config["metrics_address"] = Value::Null;
-        config["overlay"] = serde_json::to_value(&overlay).unwrap();
-        config["dht"] = serde_json::to_value(&dht).unwrap();
-    });
-    let global_path = data.join("global.json");
-    let mut global: Value =
-        serde_json::from_str(&std::fs::read_to_string(&global_path).unwrap()).unwrap();
-    global["bootstrap_peers"] = serde_json::json!([servers.nodes[0]
-        .network
-        .signed_peer_info(Duration::from_secs(3600))]);
-    std::fs::write(&global_path, serde_json::to_string_pretty(&global).unwrap()).unwrap();
+    init_following(&data, &chain.zerostate, &servers.nodes[0]);
     let boot_block = manifest["key_blocks"][5]["id"].clone();
 
     for (point, storing) in [
@@ -614,18 +597,7 @@ async fn posted_messages_reach_the_validators_of_the_newest_key_block() {
     let (_, _, manifest) = rotating_chain(dir.path());
     let chain_dir = dir.path().join("chain");
     let chain = regolith_node::fixture::ChainFiles::generated(&chain_dir).unwrap();
-    let secrets: Value =
-        serde_json::from_slice(&std::fs::read(chain_dir.join("validators.json")).unwrap()).unwrap();
-    let key = |set: usize, i: usize| -> [u8; 32] {
-        hex::decode(
-            secrets["validator_sets"][set]["secret_keys"][i]
-                .as_str()
-                .unwrap(),
-        )
-        .unwrap()
-        .try_into()
-        .unwrap()
-    };
+    let key = |set: usize, i: usize| validator_key(&chain_dir, set, i);
     let sets = manifest["validator_sets"].as_array().unwrap().len();
     // Two validators of the set key block 60 installed, and one of the set before it.
     let (servers, received) = ChainServers::start_as(
@@ -678,7 +650,7 @@ async fn posted_messages_reach_the_validators_of_the_newest_key_block() {
     let api = bind_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let address = api.local_addr().unwrap();
     tokio::spawn(serve_http(api, relay));
-    let message = external_message(7);
+    let message = regolith_test_support::external_message(7);
     let answer = post(address, &message).await;
     assert_eq!(answer["targets"], 2, "{answer}");
     assert_eq!(answer["duplicate"], false, "{answer}");
@@ -714,39 +686,22 @@ async fn posted_messages_reach_the_validators_of_the_newest_key_block() {
     servers.shutdown().await;
 }
 
-/// POSTs `body` to `/v1/messages` and returns the JSON answer.
+/// POSTs `body` (in base64, the text form the API takes) to `/v1/messages` and returns the JSON answer.
 async fn post(address: std::net::SocketAddr, body: &[u8]) -> Value {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-    let head = format!(
-        "POST /v1/messages HTTP/1.1\r\nHost: {address}\r\nContent-Length: {}\r\n\r\n",
-        body.len()
+    use base64::Engine;
+    let text = base64::engine::general_purpose::STANDARD.encode(body);
+    let request = format!(
+        "POST /v1/messages HTTP/1.1\r\nHost: {address}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        text.len()
     );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(body).await.unwrap();
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.unwrap();
-    let text = String::from_utf8(response).unwrap();
-    let (_, json) = text.split_once("\r\n\r\n").unwrap();
+    let answer = tokio::task::spawn_blocking(move || {
+        regolith_test_support::http_request(address.port(), &request)
+    })
+    .await
+    .unwrap()
+    .expect("the API answers");
+    let (_, json) = answer.split_once("\r\n\r\n").unwrap();
     serde_json::from_str(json).unwrap()
-}
-
-/// A valid external message: ext_in_msg_info, std dst, no init, an inline body of `tag`.
-fn external_message(tag: u32) -> Vec<u8> {
-    use tycho_types::cell::CellBuilder;
-    let mut b = CellBuilder::new();
-    b.store_small_uint(0b10, 2).unwrap(); // ext_in_msg_info
-    b.store_small_uint(0b00, 2).unwrap(); // src: addr_none
-    b.store_small_uint(0b10, 2).unwrap(); // dst: addr_std
-    b.store_bit_zero().unwrap(); // no anycast
-    b.store_u8(0).unwrap();
-    b.store_u256(&tycho_types::cell::HashBytes([0x5a; 32]))
-        .unwrap();
-    b.store_small_uint(0, 4).unwrap(); // import_fee
-    b.store_bit_zero().unwrap(); // no init
-    b.store_bit_zero().unwrap(); // inline body
-    b.store_u32(tag).unwrap();
-    tycho_types::boc::Boc::encode(b.build().unwrap())
 }
 
 /// `regolith p2p send-message` learns the newest key block through the verified chain of key-block proofs
@@ -759,38 +714,12 @@ async fn p2p_send_message_targets_the_newest_key_blocks_validators() {
 
     let dir = tempfile::tempdir().unwrap();
     let (chain, _, manifest) = rotating_chain(dir.path());
-    let secrets: Value = serde_json::from_slice(
-        &std::fs::read(dir.path().join("chain").join("validators.json")).unwrap(),
-    )
-    .unwrap();
     let last = manifest["validator_sets"].as_array().unwrap().len() - 1;
-    let key: [u8; 32] = hex::decode(
-        secrets["validator_sets"][last]["secret_keys"][0]
-            .as_str()
-            .unwrap(),
-    )
-    .unwrap()
-    .try_into()
-    .unwrap();
+    let key = validator_key(&dir.path().join("chain"), last, 0);
     let (servers, received) = ChainServers::start_as(&chain, &[key]).await.unwrap();
     let data = dir.path().join("client");
-    ok(
-        &data,
-        &["init", "--zerostate", chain.zerostate.to_str().unwrap()],
-    );
-    let (overlay, dht) = regolith_rpc::network::quick_discovery();
-    edit_node_config(&data, |config| {
-        config["overlay"] = serde_json::to_value(&overlay).unwrap();
-        config["dht"] = serde_json::to_value(&dht).unwrap();
-    });
-    let global_path = data.join("global.json");
-    let mut global: Value =
-        serde_json::from_str(&std::fs::read_to_string(&global_path).unwrap()).unwrap();
-    global["bootstrap_peers"] = serde_json::json!([servers.nodes[0]
-        .network
-        .signed_peer_info(Duration::from_secs(3600))]);
-    std::fs::write(&global_path, serde_json::to_string_pretty(&global).unwrap()).unwrap();
-    let message = external_message(11);
+    init_following(&data, &chain.zerostate, &servers.nodes[0]);
+    let message = regolith_test_support::external_message(11);
     let file = dir.path().join("message.boc");
     std::fs::write(&file, &message).unwrap();
 
@@ -830,4 +759,41 @@ async fn p2p_send_message_targets_the_newest_key_blocks_validators() {
     )
     .await;
     servers.shutdown().await;
+}
+
+/// The secret key of validator `i` of set `set` of the chain in `chain_dir` (its `validators.json`).
+fn validator_key(chain_dir: &std::path::Path, set: usize, i: usize) -> [u8; 32] {
+    let secrets: Value =
+        serde_json::from_slice(&std::fs::read(chain_dir.join("validators.json")).unwrap()).unwrap();
+    hex::decode(
+        secrets["validator_sets"][set]["secret_keys"][i]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap()
+    .try_into()
+    .unwrap()
+}
+
+/// `init` of `data` from `zerostate`, with any free port, no metrics, quick discovery and `server` as its only
+/// bootstrap peer.
+fn init_following(
+    data: &std::path::Path,
+    zerostate: &std::path::Path,
+    server: &regolith_node::run::Node,
+) {
+    ok(data, &["init", "--zerostate", zerostate.to_str().unwrap()]);
+    let (overlay, dht) = regolith_rpc::network::quick_discovery();
+    edit_node_config(data, |config| {
+        config["listen_address"] = "127.0.0.1:0".into();
+        config["metrics_address"] = Value::Null;
+        config["overlay"] = serde_json::to_value(&overlay).unwrap();
+        config["dht"] = serde_json::to_value(&dht).unwrap();
+    });
+    let path = data.join("global.json");
+    let mut global: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    global["bootstrap_peers"] = serde_json::json!([server
+        .network
+        .signed_peer_info(std::time::Duration::from_secs(3600))]);
+    std::fs::write(&path, serde_json::to_string_pretty(&global).unwrap()).unwrap();
 }

@@ -529,22 +529,9 @@ async fn no_neighbours() {
     assert_eq!(client.broadcast_external_message(b"x").await, 0);
 }
 
-/// A valid external message: ext_in_msg_info, std dst, no init, an inline body of `tag`.
+/// A valid external message of `tag` (checked by the validity rules).
 fn external(tag: u32) -> Vec<u8> {
-    use tycho_types::cell::CellBuilder;
-    use tycho_types::prelude::HashBytes;
-    let mut b = CellBuilder::new();
-    b.store_small_uint(0b10, 2).unwrap(); // ext_in_msg_info
-    b.store_small_uint(0b00, 2).unwrap(); // src: addr_none
-    b.store_small_uint(0b10, 2).unwrap(); // dst: addr_std
-    b.store_bit_zero().unwrap(); // no anycast
-    b.store_u8(0).unwrap();
-    b.store_u256(&HashBytes([0x5a; 32])).unwrap();
-    b.store_small_uint(0, 4).unwrap(); // import_fee
-    b.store_bit_zero().unwrap(); // no init
-    b.store_bit_zero().unwrap(); // inline body
-    b.store_u32(tag).unwrap();
-    let boc = tycho_types::boc::Boc::encode(b.build().unwrap());
+    let boc = regolith_test_support::external_message(tag);
     regolith_rpc::broadcast::validate_external_message(&boc).unwrap();
     boc
 }

@@ -8,6 +8,7 @@
 pub mod fixtures;
 pub mod hex;
 pub mod http;
+pub mod messages;
 #[cfg(feature = "net")]
 pub mod net;
 pub mod ports;
@@ -19,5 +20,6 @@ pub use fixtures::{
 };
 pub use hex::{bytes32_from_hex, hash_from_hex};
 pub use http::{http_get, http_request};
+pub use messages::external_message;
 pub use ports::{free_tcp_port, free_udp_port};
 pub use wait::{wait_for, wait_for_async, wait_until, wait_until_async};
