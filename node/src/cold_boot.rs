@@ -384,11 +384,12 @@ async fn choose_boot_block(
 }
 
 /// getBlockFull of `id`, checked (hashes, proof structure, queue diff); a neighbour whose answer fails is
-/// punished as malicious.
+/// punished as malicious, one without the block is not (as in the sync: a verified block named it, nobody
+/// promised to hold it).
 async fn download_block(client: &BlockchainRpcClient, id: &BlockId) -> Result<CheckedBlock> {
     let mut last_error = String::from("no answer");
     for _ in 0..ATTEMPTS {
-        let answer = match client.get_block_full(id, DataRequirement::Required).await {
+        let answer = match client.get_block_full(id, DataRequirement::Optional).await {
             Ok(answer) => answer,
             Err(e) => {
                 last_error = e.to_string();

@@ -227,34 +227,51 @@ const TRACK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
 pub async fn current_validator_set(
     storage: &regolith_storage::Storage,
 ) -> Result<(tycho_types::models::ValidatorSet, Option<BlockId>)> {
+    let from = current_key_block(storage)?;
+    Ok((validator_set_of(storage, from.as_ref()).await?, from))
+}
+
+/// The newest applied key block with a stored proof (`None`: the zerostate's set is in force). Index reads
+/// only: no proof is loaded.
+fn current_key_block(storage: &regolith_storage::Storage) -> Result<Option<BlockId>> {
     use anyhow::Context;
     let last = storage
         .node_state()
         .load_last_mc_block_id()?
         .context("the data directory has no last applied mc block")?;
-    let key_block = storage
+    Ok(storage
         .handles()
         .find_prev_key_block(last.seqno.saturating_add(1))?
-        .filter(|h| h.id().seqno > 0 && h.has_proof());
-    let Some(handle) = key_block else {
+        .filter(|h| h.id().seqno > 0 && h.has_proof())
+        .map(|h| *h.id()))
+}
+
+/// The validator set key block `from` installs (its stored proof), or the zerostate's.
+async fn validator_set_of(
+    storage: &regolith_storage::Storage,
+    from: Option<&BlockId>,
+) -> Result<tycho_types::models::ValidatorSet> {
+    use anyhow::Context;
+    let Some(id) = from else {
         let checker = crate::proofs::load_checker(storage)?;
-        let set = checker
+        return checker
             .zerostate()
             .config()
             .get_current_validator_set()
-            .context("the zerostate config has no current validator set")?;
-        return Ok((set, None));
+            .context("the zerostate config has no current validator set");
     };
+    let handle = storage
+        .handles()
+        .load_handle(id)?
+        .with_context(|| format!("key block {id} has no handle"))?;
     let raw = storage
         .components()
         .load_block_proof_raw(&handle)
         .await
-        .with_context(|| format!("cannot load the proof of key block {}", handle.id()))?;
-    let proof = ParsedProof::parse(handle.id(), &raw)?;
-    let set = proof
+        .with_context(|| format!("cannot load the proof of key block {id}"))?;
+    ParsedProof::parse(id, &raw)?
         .key_block_validators()
-        .map_err(|e| anyhow::anyhow!("key block {}: {e}", handle.id()))?;
-    Ok((set, Some(*handle.id())))
+        .map_err(|e| anyhow::anyhow!("key block {id}: {e}"))
 }
 
 /// Keeps the overlay client's validator set (its broadcast targets) at the set of the newest applied key
@@ -266,8 +283,16 @@ pub async fn track_validator_set(
 ) {
     let mut installed: Option<Option<BlockId>> = None;
     loop {
-        match current_validator_set(&storage).await {
-            Ok((set, from)) if installed != Some(from) => {
+        // The proof is loaded and parsed only when the newest applied key block changes.
+        let changed = match current_key_block(&storage) {
+            Ok(from) if installed != Some(from) => validator_set_of(&storage, from.as_ref())
+                .await
+                .map(|set| Some((set, from))),
+            Ok(_) => Ok(None),
+            Err(e) => Err(e),
+        };
+        match changed {
+            Ok(Some((set, from))) => {
                 let ids = validator_peer_ids(&set);
                 tracing::info!(
                     validators = ids.len(),
@@ -279,7 +304,7 @@ pub async fn track_validator_set(
                 overlay.update_validator_set(ids);
                 installed = Some(from);
             }
-            Ok(_) => {}
+            Ok(None) => {}
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "cannot read the current validator set");
             }
