@@ -8,6 +8,8 @@
 //! - [`queue_diff`]: TL `block.queueDiff` with its validation rules and BLAKE3 hash;
 //! - [`zerostate`]: the mc zerostate, the empty shard zerostates it lists, and the zerostate proof (build and
 //!   check);
+//! - [`split_state`]: shard states split into parts (the root file with absent cells, the parts, the check
+//!   against the block's state hash);
 //! - [`block_proof`]: block proof verification ([`ProofChecker`]): structure of every proof, and the
 //!   validators' signatures of masterchain blocks against the zerostate or the previous key block.
 
@@ -19,6 +21,7 @@ pub mod error;
 pub mod persistent_state;
 pub mod queue_diff;
 pub mod queue_state;
+pub mod split_state;
 pub mod zerostate;
 
 #[cfg(feature = "test-utils")]

@@ -142,7 +142,26 @@ pub fn wanted(storage: &Storage, data_root: &Path, config: BootConfig) -> Result
 /// A block and what the boot downloaded for it.
 struct BootBlock {
     block: CheckedBlock,
-    states: Vec<(StateKind, PathBuf, u64)>,
+    states: Vec<DownloadedState>,
+}
+
+/// A state downloaded into temp files and checked against its block.
+struct DownloadedState {
+    kind: StateKind,
+    /// The unsplit state, or the root of a split one (decompressed).
+    path: PathBuf,
+    /// 0 for an unsplit state.
+    split_depth: u8,
+    /// The parts of a split state: (prefix, decompressed file).
+    parts: Vec<(u64, PathBuf)>,
+    /// Compressed bytes downloaded.
+    size: u64,
+}
+
+impl DownloadedState {
+    fn files(&self) -> impl Iterator<Item = &PathBuf> {
+        std::iter::once(&self.path).chain(self.parts.iter().map(|(_, p)| p))
+    }
 }
 
 /// Runs the cold boot (the client has neighbours). `Ok(None)`: no persistent key block with served states
@@ -228,9 +247,9 @@ pub async fn cold_boot(
     for block in blocks {
         let mut states = Vec::new();
         for kind in [StateKind::Shard, StateKind::Queue] {
-            let (path, size) = download_state(client, &block, kind, &dir).await?;
-            bytes += size;
-            states.push((kind, path, size));
+            let state = download_state(client, &block, kind, &dir).await?;
+            bytes += state.size;
+            states.push(state);
         }
         boot_blocks.push(BootBlock { block, states });
     }
@@ -271,16 +290,32 @@ pub async fn cold_boot(
             .await
             .with_context(|| format!("cold boot: storing block {id}"))?;
         crate::crash::point("cold-boot-block-stored");
-        for (kind, path, _) in &boot.states {
-            let raw =
-                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            if storage.persistent_states().get(&id, *kind)?.is_none() {
-                let served = zstd::bulk::compress(&raw, STATE_ZSTD_LEVEL)
-                    .with_context(|| format!("compressing the {kind:?} state of {id}"))?;
-                storage
-                    .persistent_states()
-                    .store(&id, *kind, &served)
-                    .with_context(|| format!("cold boot: recording the {kind:?} state of {id}"))?;
+        for state in &boot.states {
+            let kind = state.kind;
+            let read = |path: &PathBuf| {
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+            };
+            let compress = |raw: &[u8]| {
+                zstd::bulk::compress(raw, STATE_ZSTD_LEVEL)
+                    .with_context(|| format!("compressing the {kind:?} state of {id}"))
+            };
+            let raw = read(&state.path)?;
+            if storage.persistent_states().get(&id, kind)?.is_none() {
+                let served = compress(&raw)?;
+                if state.split_depth == 0 {
+                    storage.persistent_states().store(&id, kind, &served)
+                } else {
+                    let mut parts = Vec::with_capacity(state.parts.len());
+                    for (prefix, path) in &state.parts {
+                        parts.push((*prefix, compress(&read(path)?)?));
+                    }
+                    let parts: Vec<(u64, &[u8])> =
+                        parts.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+                    storage
+                        .persistent_states()
+                        .store_split(&id, state.split_depth, &served, &parts)
+                }
+                .with_context(|| format!("cold boot: recording the {kind:?} state of {id}"))?;
                 crate::crash::point("cold-boot-state-stored");
             }
             match kind {
@@ -304,7 +339,7 @@ pub async fn cold_boot(
         queue_states += 1;
     }
     for boot in &boot_blocks {
-        for (_, path, _) in &boot.states {
+        for path in boot.states.iter().flat_map(DownloadedState::files) {
             std::fs::remove_file(path)
                 .with_context(|| format!("cannot remove {}", path.display()))?;
         }
@@ -415,17 +450,18 @@ async fn download_block(client: &BlockchainRpcClient, id: &BlockId) -> Result<Ch
     bail!("cold boot: block {id}: {last_error}")
 }
 
-/// Downloads the `kind` state of `block` into a temp file in `dir` (decompressed) and checks it against the
-/// block. Returns the file and the compressed size; a neighbour whose state fails is punished as malicious.
+/// Downloads the `kind` state of `block` into temp files in `dir` (decompressed: the state, or the root and
+/// every part of a split state) and checks it against the block. A neighbour whose state fails its check is
+/// punished as malicious and the state is asked elsewhere.
 async fn download_state(
     client: &BlockchainRpcClient,
     block: &CheckedBlock,
     kind: StateKind,
     dir: &Path,
-) -> Result<(PathBuf, u64)> {
+) -> Result<DownloadedState> {
     let id = *block.id();
-    let path = dir.join(format!(
-        "{}_{:016x}_{}_{}.tmp",
+    let base = format!(
+        "{}_{:016x}_{}_{}",
         id.shard.workchain(),
         id.shard.prefix(),
         id.seqno,
@@ -433,7 +469,8 @@ async fn download_state(
             StateKind::Shard => "state",
             StateKind::Queue => "queue",
         }
-    ));
+    );
+    let path = dir.join(format!("{base}.tmp"));
     let mut last_error = String::from("no answer");
     let mut refused = Vec::new();
     for _ in 0..ATTEMPTS {
@@ -444,42 +481,73 @@ async fn download_state(
                 continue;
             }
         };
-        if state.split_depth > 0 {
-            bail!(
-                "cold boot: the {kind:?} state of {id} is split into parts (depth {}): not supported yet",
-                state.split_depth
-            );
-        }
         let peer = *state.neighbour.peer_id();
-        let file = std::fs::File::create(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        let progress = crate::progress::ByteProgress::new(
-            &format!("cold boot: {kind:?} state of {id}"),
-            state.size,
+        // The client validated the split metadata (§7.8), so the depth fits.
+        let split_depth = u8::try_from(state.split_depth).unwrap_or(u8::MAX);
+        let downloaded = DownloadedState {
+            kind,
+            path: path.clone(),
+            split_depth,
+            parts: state
+                .parts
+                .iter()
+                .map(|p| {
+                    (
+                        p.prefix,
+                        dir.join(format!("{base}_part_{:016x}.tmp", p.prefix)),
+                    )
+                })
+                .collect(),
+            size: state.size + state.parts.iter().map(|p| p.size).sum::<u64>(),
+        };
+        let objects = std::iter::once((None, &downloaded.path, state.size)).chain(
+            downloaded
+                .parts
+                .iter()
+                .zip(&state.parts)
+                .map(|((prefix, path), p)| (Some(*prefix), path, p.size)),
         );
-        let downloaded = client
-            .download_persistent_state(&state, None, std::io::BufWriter::new(file), move |n| {
-                progress.set(n);
-            })
-            .await;
-        if let Err(e) = downloaded {
-            last_error = format!("downloading from {peer}: {e}");
+        let mut failed = None;
+        for (part, path, size) in objects {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            let what = match part {
+                None if split_depth > 0 => format!("cold boot: {kind:?} state of {id}, root"),
+                None => format!("cold boot: {kind:?} state of {id}"),
+                Some(prefix) => format!("cold boot: {kind:?} state of {id}, part {prefix:016x}"),
+            };
+            let progress = crate::progress::ByteProgress::new(&what, size);
+            let got = client
+                .download_persistent_state(&state, part, std::io::BufWriter::new(file), move |n| {
+                    progress.set(n);
+                })
+                .await;
+            if let Err(e) = got {
+                failed = Some(format!("downloading {what} from {peer}: {e}"));
+                break;
+            }
+        }
+        if let Some(error) = failed {
+            last_error = error;
             continue;
         }
-        let raw =
-            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        match crate::state_import::check_state_of_block(block.parsed(), &id, kind, &raw) {
+        match check_downloaded(block, &downloaded) {
             Ok(()) => {
-                let file = std::fs::File::open(&path)?;
-                file.sync_all()
-                    .with_context(|| format!("cannot sync {}", path.display()))?;
-                return Ok((path, state.size));
+                for path in downloaded.files() {
+                    std::fs::File::open(path)
+                        .and_then(|f| f.sync_all())
+                        .with_context(|| format!("cannot sync {}", path.display()))?;
+                }
+                return Ok(downloaded);
             }
             Err(e) => {
                 state.neighbour.punish(Punishment::Malicious);
                 let error = format!("the state from {peer} failed its check: {e:#}");
                 tracing::warn!(block = %id, ?kind, %error, "cold boot: a state refused");
                 refused.push(error);
+                for path in downloaded.files() {
+                    let _ = std::fs::remove_file(path);
+                }
             }
         }
     }
@@ -491,4 +559,30 @@ async fn download_state(
         "cold boot: the {kind:?} state of {id}: {}",
         refused.join("; ")
     )
+}
+
+/// The check of a downloaded state against its block: an unsplit state's root or queue state as
+/// `import --states` checks it; a split state's root file and parts as rpc.md §7.7 lays them out.
+fn check_downloaded(block: &CheckedBlock, state: &DownloadedState) -> Result<()> {
+    let id = block.id();
+    let read = |path: &PathBuf| {
+        std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    let root = read(&state.path)?;
+    if state.split_depth == 0 {
+        return crate::state_import::check_state_of_block(block.parsed(), id, state.kind, &root);
+    }
+    let parts = state
+        .parts
+        .iter()
+        .map(|(prefix, path)| Ok((*prefix, read(path)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let parts: Vec<(u64, &[u8])> = parts.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+    let update = block
+        .parsed()
+        .block
+        .load_state_update()
+        .map_err(|e| anyhow!("block {id}: state update: {e}"))?;
+    regolith_formats::split_state::check_split_state(&root, &parts, &update.new_hash)
+        .with_context(|| format!("the split shard state of {id}"))
 }

@@ -512,6 +512,167 @@ async fn a_fresh_node_cold_boots_from_the_latest_persistent_state() {
     }
 }
 
+/// Cold boot from shard states split into parts (rpc.md §7.7): a peer whose part has one flipped byte is
+/// refused, named and punished, nothing stored; from an honest peer the root and every part are checked
+/// against the block (the root's hash is the block's new state, each part fills one absent cell) and stored
+/// as a split state, the node serving the same parts onward.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_boot_verifies_and_keeps_split_shard_states() {
+    use regolith_formats::persistent_state::StatePart;
+    use regolith_formats::split_state::{
+        check_split_state, encode_part, encode_root, split_accounts,
+    };
+    use regolith_node::cold_boot::cold_boot;
+    use regolith_node::fixture::{ChainServers, FreshNode};
+    use regolith_storage::StateKind;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (chain, _, manifest) = rotating_chain(dir.path());
+    let servers = ChainServers::start_chain(&chain, 2).await.unwrap();
+    let boot_seqno = manifest["key_blocks"][5]["seqno"].as_u64().unwrap() as u32;
+    assert_eq!(boot_seqno, 60);
+
+    // Both servers serve the shard states of the boot block's shard blocks split 2 bits below the shard;
+    // server 0 with one byte flipped in the last part of each.
+    let mut split_blocks = Vec::new();
+    for (i, server) in servers.nodes.iter().enumerate() {
+        let states = server.storage.persistent_states();
+        for record in states.list().unwrap() {
+            let handle = server
+                .storage
+                .handles()
+                .load_handle(&record.block)
+                .unwrap()
+                .unwrap();
+            if record.kind != StateKind::Shard
+                || record.block.is_masterchain()
+                || handle.ref_by_mc_seqno() != boot_seqno
+            {
+                continue;
+            }
+            let path = states.file_path(&record, StatePart::Unsplit).unwrap();
+            let raw = zstd::decode_all(std::fs::File::open(&path).unwrap()).unwrap();
+            let state = tycho_types::boc::Boc::decode(&raw).unwrap();
+            let parts = split_accounts(&state, &record.block.shard, 2).unwrap();
+            assert!(
+                !parts.is_empty(),
+                "the shard state of {} has accounts",
+                record.block
+            );
+            let root = zstd::bulk::compress(&encode_root(&state, &parts).unwrap(), 3).unwrap();
+            let mut files: Vec<(u64, Vec<u8>)> =
+                parts.iter().map(|p| (p.prefix, encode_part(p))).collect();
+            if i == 0 {
+                let last = files.last_mut().unwrap();
+                let at = last.1.len() - 3;
+                last.1[at] ^= 0x01;
+            }
+            let files: Vec<(u64, Vec<u8>)> = files
+                .into_iter()
+                .map(|(p, b)| (p, zstd::bulk::compress(&b, 3).unwrap()))
+                .collect();
+            let refs: Vec<(u64, &[u8])> = files.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+            states.store_split(&record.block, 2, &root, &refs).unwrap();
+            if i == 1 {
+                split_blocks.push((
+                    record.block,
+                    parts.iter().map(|p| p.prefix).collect::<Vec<_>>(),
+                ));
+            }
+        }
+    }
+    assert_eq!(split_blocks.len(), 2, "two shards");
+
+    let liar = &servers.nodes[0];
+    let alone = FreshNode::start(
+        &dir.path().join("alone"),
+        &chain.zerostate,
+        &servers.nodes[..1],
+    )
+    .await
+    .unwrap();
+    let error = cold_boot(
+        &alone.storage,
+        &alone.queue,
+        &alone.client,
+        &alone.data.root,
+    )
+    .await
+    .expect_err("the forged part is refused");
+    let text = format!("{error:#}");
+    let liar_id = liar.network.peer_id();
+    assert!(
+        text.contains("split shard state") && text.contains(&liar_id.to_string()),
+        "{text}"
+    );
+    assert!(alone
+        .client
+        .overlay_client()
+        .neighbours()
+        .find(&liar_id)
+        .is_none_or(|n| n.was_malicious()));
+    assert!(alone
+        .storage
+        .persistent_states()
+        .list()
+        .unwrap()
+        .iter()
+        .all(|r| r.block.seqno == 0));
+    alone.node.shutdown().await;
+
+    let fresh = FreshNode::start(
+        &dir.path().join("fresh"),
+        &chain.zerostate,
+        &servers.nodes[1..],
+    )
+    .await
+    .unwrap();
+    let report = cold_boot(
+        &fresh.storage,
+        &fresh.queue,
+        &fresh.client,
+        &fresh.data.root,
+    )
+    .await
+    .unwrap()
+    .expect("the split states are served");
+    assert_eq!(report.block.seqno, boot_seqno);
+    let states = fresh.storage.persistent_states();
+    for (block, prefixes) in &split_blocks {
+        let record = states
+            .get(block, StateKind::Shard)
+            .unwrap()
+            .expect("stored");
+        assert_eq!(record.split_depth, 2);
+        assert_eq!(
+            &record.parts.iter().map(|p| p.prefix).collect::<Vec<_>>(),
+            prefixes
+        );
+        // What it serves onward is the state of its block.
+        let read = |part| {
+            zstd::decode_all(std::fs::File::open(states.file_path(&record, part).unwrap()).unwrap())
+                .unwrap()
+        };
+        let root = read(StatePart::SplitRoot);
+        let parts: Vec<(u64, Vec<u8>)> = prefixes
+            .iter()
+            .map(|&p| (p, read(StatePart::SplitPart(p))))
+            .collect();
+        let parts: Vec<(u64, &[u8])> = parts.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+        let handle = fresh.storage.handles().load_handle(block).unwrap().unwrap();
+        let parsed = fresh
+            .storage
+            .components()
+            .load_block_data(&handle)
+            .await
+            .unwrap();
+        let new_state = parsed.block.load_state_update().unwrap().new_hash;
+        check_split_state(&root, &parts, &new_state).unwrap();
+    }
+    fresh.node.shutdown().await;
+    servers.shutdown().await;
+}
+
 /// `regolith run` cold-boots a fresh data dir from a serving node; killed (abort, like a power cut) once all
 /// is verified and before anything is stored, then after a block, after a state and after the last applied mc
 /// block are stored, each next start boots from the same block again, and the last one reaches the tip with

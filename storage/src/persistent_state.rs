@@ -320,10 +320,81 @@ impl PersistentStateStorage {
         let name = state_object_name(block, kind, StatePart::Unsplit).ok_or_else(|| {
             StorageError::Inconsistent(format!("no unsplit {kind:?} state name for {block}"))
         })?;
+        self.write_file(&name, bytes)?;
+        let record = PersistentStateRecord {
+            block: *block,
+            kind,
+            file: name,
+            size: bytes.len() as u64,
+            chunk_size: STATE_CHUNK_SIZE,
+            split_depth: 0,
+            parts: Vec::new(),
+        };
+        self.record(&record)?;
+        Ok(record)
+    }
+
+    /// Writes a split shard state (every file already zstd-compressed) and records it: the parts, then the
+    /// manifest, then the root, each through a synced temp file and a rename (a crash before the root leaves
+    /// files that are not a state: an unrecorded root is indexed only with its manifest and every part), then
+    /// the record and the handle flag in one batch. `parts` are (prefix, file), valid per §7.8.
+    pub fn store_split(
+        &self,
+        block: &BlockId,
+        split_depth: u8,
+        root: &[u8],
+        parts: &[(u64, &[u8])],
+    ) -> Result<PersistentStateRecord> {
+        let mut prefixes: Vec<u64> = parts.iter().map(|(p, _)| *p).collect();
+        prefixes.sort_unstable();
+        regolith_formats::persistent_state::validate_split_parts(
+            block,
+            StateKind::Shard,
+            split_depth,
+            &prefixes,
+        )
+        .map_err(|reason| {
+            StorageError::Inconsistent(format!("the split state of {block}: {reason}"))
+        })?;
+        let mut records = Vec::with_capacity(parts.len());
+        for (prefix, bytes) in parts {
+            let name = state_object_name(block, StateKind::Shard, StatePart::SplitPart(*prefix))
+                .unwrap_or_default();
+            self.write_file(&name, bytes)?;
+            records.push(StatePartRecord {
+                prefix: *prefix,
+                size: bytes.len() as u64,
+            });
+        }
+        records.sort_unstable_by_key(|p| p.prefix);
+        let listed: Vec<String> = prefixes.iter().map(|p| format!("\"{p:016x}\"")).collect();
+        let manifest = format!(
+            r#"{{"version":1,"split_depth":{split_depth},"parts":[{}]}}"#,
+            listed.join(",")
+        );
+        self.write_file(&manifest_object_name(block), manifest.as_bytes())?;
+        let name =
+            state_object_name(block, StateKind::Shard, StatePart::SplitRoot).unwrap_or_default();
+        self.write_file(&name, root)?;
+        let record = PersistentStateRecord {
+            block: *block,
+            kind: StateKind::Shard,
+            file: name,
+            size: root.len() as u64,
+            chunk_size: STATE_CHUNK_SIZE,
+            split_depth,
+            parts: records,
+        };
+        self.record(&record)?;
+        Ok(record)
+    }
+
+    /// `states/<name>` ← `bytes`: temp file, fsync, rename, fsync of the directory.
+    fn write_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
         std::fs::create_dir_all(&self.dir)
             .map_err(StorageError::io(format!("creating {}", self.dir.display())))?;
-        let tmp = self.dir.join(temp_name(&name));
-        let path = self.dir.join(&name);
+        let tmp = self.dir.join(temp_name(name));
+        let path = self.dir.join(name);
         {
             let io = |what: &str| StorageError::io(format!("{what} {}", tmp.display()));
             let mut file = std::fs::File::create(&tmp).map_err(io("creating"))?;
@@ -344,17 +415,7 @@ impl PersistentStateStorage {
             .fail_points
             .state_after_rename
             .check("persistent state after the rename")?;
-        let record = PersistentStateRecord {
-            block: *block,
-            kind,
-            file: name,
-            size: bytes.len() as u64,
-            chunk_size: STATE_CHUNK_SIZE,
-            split_depth: 0,
-            parts: Vec::new(),
-        };
-        self.record(&record)?;
-        Ok(record)
+        Ok(())
     }
 
     /// Writes the record and sets the handle flag (when the block has a handle) in one batch.

@@ -154,3 +154,79 @@ async fn a_corrupted_record_is_an_error_not_a_missing_state() {
     ));
     assert!(s.persistent_states().list().is_err());
 }
+
+#[tokio::test]
+async fn a_split_state_is_recorded_with_its_parts_and_a_crash_before_the_root_leaves_no_state() {
+    use regolith_formats::persistent_state::{SplitManifest, StatePart};
+    let mut t = TempStorage::new();
+    let id = shard_id(40);
+    let (left, right) = (0x4000_0000_0000_0000u64, 0xc000_0000_0000_0000u64);
+    {
+        let s = t.s();
+        s.handles().create_or_load_handle(&id, meta(40)).unwrap();
+        // A crash right after the first part's rename: no record, nothing served.
+        s.db().fail_points.state_after_rename.arm();
+        assert!(s
+            .persistent_states()
+            .store_split(&id, 1, b"root", &[(left, b"left part"), (right, b"right")])
+            .is_err());
+        assert_eq!(
+            s.persistent_states().get(&id, StateKind::Shard).unwrap(),
+            None
+        );
+    }
+    {
+        let s = t.reopen();
+        assert_eq!(s.open_stats().states.indexed_files, 0);
+        assert_eq!(
+            s.persistent_states().get(&id, StateKind::Shard).unwrap(),
+            None
+        );
+        // Invalid parts are refused before anything is written.
+        assert!(s
+            .persistent_states()
+            .store_split(&id, 1, b"root", &[(0x2000_0000_0000_0000, b"x")])
+            .is_err());
+        let record = s
+            .persistent_states()
+            .store_split(&id, 1, b"root", &[(right, b"right"), (left, b"left part")])
+            .unwrap();
+        assert_eq!(record.split_depth, 1);
+        assert_eq!(
+            record
+                .parts
+                .iter()
+                .map(|p| (p.prefix, p.size))
+                .collect::<Vec<_>>(),
+            [(left, 9), (right, 5)]
+        );
+        assert!(s
+            .handles()
+            .load_handle(&id)
+            .unwrap()
+            .unwrap()
+            .has_persistent_shard_state());
+    }
+    let s = t.reopen();
+    let states = s.persistent_states();
+    let record = states.get(&id, StateKind::Shard).unwrap().unwrap();
+    assert_eq!(record.size, 4);
+    let read = |part| std::fs::read(states.file_path(&record, part).unwrap()).unwrap();
+    assert_eq!(read(StatePart::SplitRoot), b"root");
+    assert_eq!(read(StatePart::SplitPart(left)), b"left part");
+    assert_eq!(read(StatePart::SplitPart(right)), b"right");
+    assert!(states.file_path(&record, StatePart::Unsplit).is_none());
+    let manifest = std::fs::read(states.dir().join(
+        regolith_formats::persistent_state::manifest_object_name(&id),
+    ))
+    .unwrap();
+    assert_eq!(
+        std::str::from_utf8(&manifest).unwrap(),
+        r#"{"version":1,"split_depth":1,"parts":["4000000000000000","c000000000000000"]}"#
+    );
+    assert_eq!(
+        SplitManifest::parse(&manifest, &id).unwrap(),
+        (1, vec![left, right])
+    );
+    assert!(temp_files(states.dir()).is_empty());
+}
