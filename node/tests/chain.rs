@@ -335,53 +335,7 @@ async fn a_fresh_node_cold_boots_from_the_latest_persistent_state() {
         .await
         .is_err());
 
-    let alone = FreshNode::start(
-        &dir.path().join("alone"),
-        &chain.zerostate,
-        &servers.nodes[..1],
-    )
-    .await
-    .unwrap();
-    let error = cold_boot(
-        &alone.storage,
-        &alone.queue,
-        &alone.client,
-        &alone.data.root,
-    )
-    .await
-    .expect_err("the forged state is refused");
-    let liar_id = liar.network.peer_id();
-    let text = format!("{error:#}");
-    assert!(
-        text.contains("failed its check") && text.contains(&liar_id.to_string()),
-        "{text}"
-    );
-    assert!(
-        alone
-            .client
-            .overlay_client()
-            .neighbours()
-            .find(&liar_id)
-            .is_none_or(|n| n.was_malicious()),
-        "the liar is punished"
-    );
-    assert_eq!(
-        alone
-            .storage
-            .node_state()
-            .load_last_mc_block_id()
-            .unwrap()
-            .unwrap()
-            .seqno,
-        0
-    );
-    assert!(alone
-        .storage
-        .persistent_states()
-        .get(&boot_id, StateKind::Shard)
-        .unwrap()
-        .is_none());
-    alone.node.shutdown().await;
+    boot_from_the_liar_alone(dir.path(), &chain, liar, "failed its check").await;
 
     let fresh = FreshNode::start(&dir.path().join("fresh"), &chain.zerostate, &servers.nodes)
         .await
@@ -528,14 +482,16 @@ async fn a_cold_boot_verifies_and_keeps_split_shard_states() {
 
     let dir = tempfile::tempdir().unwrap();
     let (chain, _, manifest) = rotating_chain(dir.path());
-    let servers = ChainServers::start_chain(&chain, 2).await.unwrap();
+    // Two separate networks, so that the node that meets only the liar cannot find the honest server.
+    let liars = ChainServers::start_chain(&chain, 1).await.unwrap();
+    let servers = ChainServers::start_chain(&chain, 1).await.unwrap();
     let boot_seqno = manifest["key_blocks"][5]["seqno"].as_u64().unwrap() as u32;
     assert_eq!(boot_seqno, 60);
 
-    // Both servers serve the shard states of the boot block's shard blocks split 2 bits below the shard;
-    // server 0 with one byte flipped in the last part of each.
+    // Both serve the shard states of the boot block's shard blocks split 2 bits below the shard; the liar
+    // with one byte flipped in the last part of each.
     let mut split_blocks = Vec::new();
-    for (i, server) in servers.nodes.iter().enumerate() {
+    for (i, server) in [&liars.nodes[0], &servers.nodes[0]].into_iter().enumerate() {
         let states = server.storage.persistent_states();
         for record in states.list().unwrap() {
             let handle = server
@@ -583,50 +539,12 @@ async fn a_cold_boot_verifies_and_keeps_split_shard_states() {
     }
     assert_eq!(split_blocks.len(), 2, "two shards");
 
-    let liar = &servers.nodes[0];
-    let alone = FreshNode::start(
-        &dir.path().join("alone"),
-        &chain.zerostate,
-        &servers.nodes[..1],
-    )
-    .await
-    .unwrap();
-    let error = cold_boot(
-        &alone.storage,
-        &alone.queue,
-        &alone.client,
-        &alone.data.root,
-    )
-    .await
-    .expect_err("the forged part is refused");
-    let text = format!("{error:#}");
-    let liar_id = liar.network.peer_id();
-    assert!(
-        text.contains("split shard state") && text.contains(&liar_id.to_string()),
-        "{text}"
-    );
-    assert!(alone
-        .client
-        .overlay_client()
-        .neighbours()
-        .find(&liar_id)
-        .is_none_or(|n| n.was_malicious()));
-    assert!(alone
-        .storage
-        .persistent_states()
-        .list()
-        .unwrap()
-        .iter()
-        .all(|r| r.block.seqno == 0));
-    alone.node.shutdown().await;
+    boot_from_the_liar_alone(dir.path(), &chain, &liars.nodes[0], "split shard state").await;
+    liars.shutdown().await;
 
-    let fresh = FreshNode::start(
-        &dir.path().join("fresh"),
-        &chain.zerostate,
-        &servers.nodes[1..],
-    )
-    .await
-    .unwrap();
+    let fresh = FreshNode::start(&dir.path().join("fresh"), &chain.zerostate, &servers.nodes)
+        .await
+        .unwrap();
     let report = cold_boot(
         &fresh.storage,
         &fresh.queue,
@@ -957,4 +875,49 @@ fn init_following(
         .network
         .signed_peer_info(std::time::Duration::from_secs(3600))]);
     std::fs::write(&path, serde_json::to_string_pretty(&global).unwrap()).unwrap();
+}
+
+/// A fresh node whose only neighbour is `liar` fails its cold boot with an error naming `what` and the liar,
+/// punishes it, and stores nothing beyond the zerostate.
+async fn boot_from_the_liar_alone(
+    dir: &std::path::Path,
+    chain: &regolith_node::fixture::ChainFiles,
+    liar: &regolith_node::run::Node,
+    what: &str,
+) {
+    let alone = regolith_node::fixture::FreshNode::start(
+        &dir.join("alone"),
+        &chain.zerostate,
+        std::slice::from_ref(liar),
+    )
+    .await
+    .unwrap();
+    let error = regolith_node::cold_boot::cold_boot(
+        &alone.storage,
+        &alone.queue,
+        &alone.client,
+        &alone.data.root,
+    )
+    .await
+    .expect_err("the forged state is refused");
+    let liar_id = liar.network.peer_id();
+    let text = format!("{error:#}");
+    assert!(
+        text.contains(what) && text.contains(&liar_id.to_string()),
+        "{text}"
+    );
+    assert!(
+        alone
+            .client
+            .overlay_client()
+            .neighbours()
+            .find(&liar_id)
+            .is_none_or(|n| n.was_malicious()),
+        "the liar is punished"
+    );
+    let last = alone.storage.node_state().load_last_mc_block_id().unwrap();
+    assert_eq!(last.unwrap().seqno, 0);
+    let stored = alone.storage.persistent_states().list().unwrap();
+    assert!(stored.iter().all(|r| r.block.seqno == 0), "{stored:?}");
+    alone.node.shutdown().await;
 }
