@@ -309,6 +309,7 @@ fn write_boc(order: &[Cell], absent: &HashSet<HashBytes>) -> Vec<u8> {
 }
 
 /// The root file decoded: the state tree with a pruned branch for each absent cell.
+#[derive(Debug)]
 pub struct SplitRoot {
     /// The root; its level-0 hash is the state's hash.
     pub root: Cell,
@@ -421,7 +422,7 @@ pub fn decode_root(bytes: &[u8]) -> Result<SplitRoot, SplitStateError> {
     }
     if has_crc {
         let expected = u32::from_le_bytes(r.take(4)?.try_into().expect("four bytes"));
-        if crc32c(&bytes[..r.pos - 4]) != expected {
+        if crc32c::crc32c(&bytes[..r.pos - 4]) != expected {
             return err("CRC mismatch");
         }
     }
@@ -551,22 +552,6 @@ impl<'a> Reader<'a> {
             .iter()
             .fold(0u64, |acc, &b| acc << 8 | u64::from(b)))
     }
-}
-
-/// CRC-32C (Castagnoli), as the BOC format's optional checksum.
-fn crc32c(bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in bytes {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                crc >> 1 ^ 0x82f6_3b78
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
 }
 
 #[cfg(test)]

@@ -194,6 +194,17 @@ fn truncated_or_lying_root_files_are_errors() {
 }
 
 #[test]
-fn crc32c_matches_the_standard_check_value() {
-    assert_eq!(crc32c(b"123456789"), 0xe306_9283);
+fn a_root_file_with_a_crc_is_checked() {
+    let state = state_with(&[key(0x10, 1), key(0x90, 2)]);
+    let mut with_crc = Vec::new();
+    let header: tycho_types::boc::ser::BocHeader<'_> =
+        tycho_types::boc::ser::BocHeader::with_root(state.as_ref());
+    header.with_crc(true).encode(&mut with_crc);
+    assert_eq!(
+        decode_root(&with_crc).unwrap().state_hash(),
+        *state.repr_hash()
+    );
+    let n = with_crc.len();
+    with_crc[n - 1] ^= 1;
+    assert!(decode_root(&with_crc).unwrap_err().0.contains("CRC"));
 }
