@@ -304,15 +304,17 @@ async fn a_fresh_node_cold_boots_from_the_latest_persistent_state() {
 
     let dir = tempfile::tempdir().unwrap();
     let (chain, _, manifest) = rotating_chain(dir.path());
-    let servers = ChainServers::start_chain(&chain, 2).await.unwrap();
+    // The liar starts in a network of its own, so that the node that meets only the liar cannot find the
+    // honest server through the overlay; the fresh node later meets both.
+    let mut liars = ChainServers::start_chain(&chain, 1).await.unwrap();
     let boot_id = regolith_formats::block_id::parse_block_id(
         manifest["key_blocks"][5]["id"].as_str().unwrap(),
     )
     .unwrap();
     assert_eq!(boot_id.seqno, 60);
 
-    // Server 0 serves the shard state of key block 60 with one byte flipped (a valid zstd stream).
-    let liar = &servers.nodes[0];
+    // The liar serves the shard state of key block 60 with one byte flipped (a valid zstd stream).
+    let liar = &liars.nodes[0];
     let states = liar.storage.persistent_states();
     let record = states.get(&boot_id, StateKind::Shard).unwrap().unwrap();
     let path = states.file_path(&record, StatePart::Unsplit).unwrap();
@@ -321,8 +323,12 @@ async fn a_fresh_node_cold_boots_from_the_latest_persistent_state() {
     raw[at] ^= 0x01;
     let forged = zstd::bulk::compress(&raw, 3).unwrap();
     states.store(&boot_id, StateKind::Shard, &forged).unwrap();
+    boot_from_the_liar_alone(dir.path(), &chain, liar, "failed its check").await;
 
-    // Server 1 ran block and archive GC up to the boot block: nobody can sync from genesis any more.
+    // The liar, and an honest server that ran block and archive GC up to the boot block: nobody can sync
+    // from genesis any more.
+    let mut servers = ChainServers::start_chain(&chain, 1).await.unwrap();
+    servers.nodes.insert(0, liars.nodes.remove(0));
     let honest = &servers.nodes[1].storage;
     assert!(!honest
         .archives()
@@ -334,8 +340,6 @@ async fn a_fresh_node_cold_boots_from_the_latest_persistent_state() {
     assert!(regolith_node::inspect::block(honest, &mc(35))
         .await
         .is_err());
-
-    boot_from_the_liar_alone(dir.path(), &chain, liar, "failed its check").await;
 
     let fresh = FreshNode::start(&dir.path().join("fresh"), &chain.zerostate, &servers.nodes)
         .await
@@ -436,7 +440,8 @@ async fn a_fresh_node_cold_boots_from_the_latest_persistent_state() {
 
     // The queue: the same last commit and pointers as a node that imported the whole chain, and the same
     // diffs from the boot block's tail on.
-    let theirs = regolith_node::inspect::queue(servers.roots()[1], false).unwrap();
+    // `servers` holds the honest server's data dir only (the liar's stays with `liars`).
+    let theirs = regolith_node::inspect::queue(servers.roots()[0], false).unwrap();
     servers.shutdown().await;
     let ours = regolith_node::inspect::queue(&root, false).unwrap();
     assert_eq!(

@@ -118,7 +118,7 @@ pub struct MessageKey {
 
 impl MessageKey {
     /// The fixed-size byte form.
-    pub fn to_bytes(&self) -> [u8; MESSAGE_KEY_LEN] {
+    pub fn to_bytes(self) -> [u8; MESSAGE_KEY_LEN] {
         let mut out = [0u8; MESSAGE_KEY_LEN];
         out[..2].copy_from_slice(&self.partition.to_be_bytes());
         out[2..14].copy_from_slice(&shard_to_bytes(&self.shard));
@@ -291,7 +291,7 @@ pub struct TailKey {
 
 impl TailKey {
     /// The fixed-size byte form.
-    pub fn to_bytes(&self) -> [u8; TAIL_KEY_LEN] {
+    pub fn to_bytes(self) -> [u8; TAIL_KEY_LEN] {
         let mut out = [0u8; TAIL_KEY_LEN];
         out[..12].copy_from_slice(&shard_to_bytes(&self.shard));
         out[12..].copy_from_slice(&self.max_message.to_bytes());
@@ -339,7 +339,7 @@ pub struct DiffInfoKey {
 
 impl DiffInfoKey {
     /// The fixed-size byte form.
-    pub fn to_bytes(&self) -> [u8; 16] {
+    pub fn to_bytes(self) -> [u8; 16] {
         let mut out = [0u8; 16];
         out[..12].copy_from_slice(&shard_to_bytes(&self.shard));
         out[12..].copy_from_slice(&self.seqno.to_be_bytes());

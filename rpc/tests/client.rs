@@ -45,6 +45,15 @@ struct Client {
 
 /// A client node joined to `servers`, with all of them as neighbours.
 async fn client_of(ip_last: u8, servers: &[&BlockchainNetwork]) -> Client {
+    client_with(ip_last, servers, Default::default()).await
+}
+
+/// [`client_of`] with the blockchain client's `config`.
+async fn client_with(
+    ip_last: u8,
+    servers: &[&BlockchainNetwork],
+    config: regolith_rpc::config::BlockchainRpcClientConfig,
+) -> Client {
     let node = fast_node(ip_last, servers[0].overlay.overlay_id().0, Silent);
     let mut all: Vec<&BlockchainNetwork> = servers.to_vec();
     all.push(&node);
@@ -59,6 +68,7 @@ async fn client_of(ip_last: u8, servers: &[&BlockchainNetwork]) -> Client {
     .expect("neighbours in 30 s");
     let client = BlockchainRpcClient::builder()
         .with_overlay_client(overlay)
+        .with_config(config)
         .build()
         .unwrap();
     Client {
@@ -878,6 +888,31 @@ async fn split_persistent_states_are_validated_and_downloaded_in_prefix_order() 
     {
         assert!(n.score() <= 64);
     }
+
+    // The size limit bounds the whole state: every file is below it here, their sum is not.
+    let total = (root_z.len() + left_z.len() + right_z.len()) as u64;
+    let largest = root_z.len().max(left_z.len()).max(right_z.len()) as u64;
+    let limited = client_with(
+        173,
+        &[&valid],
+        regolith_rpc::config::BlockchainRpcClientConfig {
+            max_persistent_state_size: bytesize::ByteSize::b((largest + total) / 2),
+            ..Default::default()
+        },
+    )
+    .await;
+    let refused = limited
+        .client
+        .find_persistent_state(&block, StateKind::Shard)
+        .await;
+    assert!(
+        matches!(&refused, Err(ClientError::InvalidResponse(e)) if e.contains("more than the limit")),
+        "{refused:?}"
+    );
+    assert!(
+        score_of(&limited.client, &valid) < 64,
+        "the oversized claim is punished"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -801,16 +801,15 @@ impl BlockchainRpcClient {
                 StateKind::Shard => self.inner.config.max_persistent_state_size.as_u64(),
                 StateKind::Queue => self.inner.config.max_queue_state_size.as_u64(),
             };
-            let largest = parts
+            // The limit bounds the whole state: the root (or the unsplit state) and every part together.
+            let total = parts
                 .iter()
-                .map(|p| p.size)
-                .chain([size])
-                .max()
-                .unwrap_or(size);
-            if largest > max {
+                .fold(size, |total, p| total.saturating_add(p.size));
+            if total > max {
                 handle.punish(Punishment::Malicious);
                 last_error = Some(ClientError::InvalidResponse(format!(
-                    "a state of {block} of {largest} bytes, more than the limit of {max}"
+                    "a state of {block} of {total} bytes in {} files, more than the limit of {max}",
+                    parts.len() + 1
                 )));
                 continue;
             }
