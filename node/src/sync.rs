@@ -45,6 +45,8 @@ const ARCHIVE_BACKOFF: Duration = Duration::from_secs(30);
 const MAX_SHARD_WALK: usize = 1000;
 /// Neighbours asked for one shard block before the step gives up on it.
 const SHARD_BLOCK_ATTEMPTS: usize = 3;
+/// Shard blocks of one level of the walk below an mc block downloaded at once.
+const SHARD_BLOCK_CONCURRENCY: usize = 8;
 
 /// `node.json` `sync`: how `run` follows the chain.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -396,14 +398,18 @@ impl Sync {
         }
         self.tip.note_held(last.seqno + 1);
 
-        // Shard blocks: from each top block of the verified mc block back by prev ids to what is applied.
-        // Their ids come from a verified block, so a neighbour without one is not lying.
+        // Shard blocks: from each top block of the verified mc block back by prev ids to what is applied,
+        // one level at a time, the blocks of a level downloaded concurrently. Their ids come from a verified
+        // block, so a neighbour without one is not lying.
         let mut shards = Vec::new();
         let mut seen = HashSet::new();
-        let mut pending: Vec<BlockId> = mc_block.top_shard_blocks().iter().map(|t| t.id).collect();
-        while let Some(id) = pending.pop() {
-            if !seen.insert(id) || self.is_applied(&id, last.seqno)? {
-                continue;
+        let mut level: Vec<BlockId> = mc_block.top_shard_blocks().iter().map(|t| t.id).collect();
+        while !level.is_empty() {
+            let mut wanted = Vec::with_capacity(level.len());
+            for id in level.drain(..) {
+                if seen.insert(id) && !self.is_applied(&id, last.seqno)? {
+                    wanted.push(id);
+                }
             }
             if seen.len() > MAX_SHARD_WALK {
                 return Err(StepError::local(
@@ -414,9 +420,17 @@ impl Sync {
                     ),
                 ));
             }
-            let block = self.shard_block(&id).await?;
-            pending.extend(block.prev_ids().iter().copied());
-            shards.push(block);
+            for batch in wanted.chunks(SHARD_BLOCK_CONCURRENCY) {
+                let mut downloads = Vec::with_capacity(batch.len());
+                for id in batch {
+                    downloads.push(self.shard_block(id));
+                }
+                for block in futures_util::future::join_all(downloads).await {
+                    let block = block?;
+                    level.extend(block.prev_ids().iter().copied());
+                    shards.push(block);
+                }
+            }
         }
         let group = Group::new(mc_block, shards);
         let applied = self
