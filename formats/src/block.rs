@@ -234,6 +234,7 @@ pub struct CheckedBlock {
     queue_diff_raw: Bytes,
     queue_diff: QueueDiff,
     queue_diff_hash: HashBytes,
+    data_frame: Option<Bytes>,
 }
 
 impl CheckedBlock {
@@ -295,7 +296,30 @@ impl CheckedBlock {
             queue_diff_raw: queue_diff,
             queue_diff: parsed_diff,
             queue_diff_hash,
+            data_frame: None,
         })
+    }
+
+    /// Keeps `frame`, the zstd-compressed block as a peer served it, whose decoding the caller checked
+    /// into [`Self::data`], so that storage can keep it instead of compressing the block again. It is kept
+    /// only when it is the stored form (storage.md §7.1): exactly one zstd frame, with the content size
+    /// set to the block's size. Anything else (several frames, skippable frames, no content size) is
+    /// dropped and the block is compressed as usual.
+    pub fn with_data_frame(mut self, frame: Bytes) -> Self {
+        let single = zstd::zstd_safe::find_frame_compressed_size(&frame).ok() == Some(frame.len());
+        let sized = matches!(
+            zstd::zstd_safe::get_frame_content_size(&frame),
+            Ok(Some(size)) if size == self.data.len() as u64
+        );
+        if single && sized {
+            self.data_frame = Some(frame);
+        }
+        self
+    }
+
+    /// The block's stored form as a peer served it ([`Self::with_data_frame`]), if it was kept.
+    pub fn data_frame(&self) -> Option<&Bytes> {
+        self.data_frame.as_ref()
     }
 
     /// The block id.
@@ -399,6 +423,41 @@ mod tests {
 
     fn check(id: &BlockId, [data, proof, diff]: &[Bytes; 3]) -> Result<CheckedBlock, BlockError> {
         CheckedBlock::check(id, data.clone(), proof.clone(), diff.clone())
+    }
+
+    #[test]
+    fn a_served_frame_is_kept_only_as_one_frame_with_the_blocks_size() {
+        let (id, p) = fixture_parts().into_iter().next().unwrap();
+        let data = &p[0];
+        let kept = |frame: Vec<u8>| {
+            check(&id, &p)
+                .unwrap()
+                .with_data_frame(Bytes::from(frame))
+                .data_frame()
+                .cloned()
+        };
+        let frame = zstd::bulk::compress(data, 19).unwrap();
+        assert_eq!(kept(frame.clone()).as_deref(), Some(&frame[..]));
+        // Two frames, a trailing skippable frame, a frame of other bytes and a frame without its content
+        // size are not the stored form.
+        assert_eq!(kept([frame.clone(), frame.clone()].concat()), None);
+        let skippable = [
+            &0x184D2A50u32.to_le_bytes()[..],
+            &4u32.to_le_bytes(),
+            &[0; 4],
+        ]
+        .concat();
+        assert_eq!(kept([frame.clone(), skippable].concat()), None);
+        assert_eq!(kept(zstd::bulk::compress(&data[1..], 3).unwrap()), None);
+        let mut unsized_frame = Vec::new();
+        let mut encoder = zstd::stream::write::Encoder::new(&mut unsized_frame, 3).unwrap();
+        encoder.include_contentsize(false).unwrap();
+        std::io::Write::write_all(&mut encoder, data).unwrap();
+        encoder.finish().unwrap();
+        assert_eq!(zstd::decode_all(&unsized_frame[..]).unwrap(), data.to_vec());
+        assert_eq!(kept(unsized_frame), None);
+        assert_eq!(kept(b"not zstd".to_vec()), None);
+        assert!(check(&id, &p).unwrap().data_frame().is_none());
     }
 
     #[test]

@@ -18,12 +18,17 @@ pub fn check_downloaded_block(
             bail!("asked for block {expected}, got {id}");
         }
     }
-    Ok(CheckedBlock::check(
+    let block = CheckedBlock::check(
         &id,
         data.block.clone(),
         data.proof.clone(),
         data.queue_diff.clone(),
-    )?)
+    )?;
+    // The client decoded this blob into `data.block`, which just matched the id's file hash.
+    Ok(match &data.compressed_block {
+        Some(frame) => block.with_data_frame(frame.clone()),
+        None => block,
+    })
 }
 
 #[cfg(test)]
@@ -51,6 +56,7 @@ mod tests {
             block: take(ArchiveEntryType::Block),
             proof: take(ArchiveEntryType::Proof),
             queue_diff: take(ArchiveEntryType::QueueDiff),
+            compressed_block: None,
         }
     }
 

@@ -243,6 +243,7 @@ async fn item3_a_1_mb_block_in_64_kib_chunks_round_trips_and_tiny_chunks_are_ref
     let data = got.data.expect("the block");
     assert_eq!(&data.block[..], &original[..]);
     assert_eq!(data.block_id, id);
+    assert!(data.compressed_block.is_none(), "a block in many chunks");
     let chunks = blob.len().div_ceil(64 << 10) - 1;
     assert_eq!(requests.load(Ordering::SeqCst), chunks);
     // every chunk and the initial answer were accepted: the score is at the top
@@ -273,6 +274,24 @@ async fn item3_a_1_mb_block_in_64_kib_chunks_round_trips_and_tiny_chunks_are_ref
     );
     assert_eq!(requests.load(Ordering::SeqCst), 0);
     assert!(score_of(&c.client, &tiny) < 64, "the peer is scored down");
+
+    // A block in one chunk comes with the compressed blob exactly as served.
+    let small = compressed(&original[..4096], 7);
+    let one = fast_node(
+        47,
+        random_overlay_id(),
+        TestServer::new(id, small.clone(), 64 << 10, Fault::None),
+    );
+    let c = client_of(48, &[&one]).await;
+    let data = c
+        .client
+        .get_block_full(&id, DataRequirement::Required)
+        .await
+        .unwrap()
+        .data
+        .expect("the block");
+    assert_eq!(&data.block[..], &original[..4096]);
+    assert_eq!(data.compressed_block, Some(small));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -892,9 +911,16 @@ async fn split_persistent_states_are_validated_and_downloaded_in_prefix_order() 
     // The size limit bounds the whole state: every file is below it here, their sum is not.
     let total = (root_z.len() + left_z.len() + right_z.len()) as u64;
     let largest = root_z.len().max(left_z.len()).max(right_z.len()) as u64;
+    // A network of its own: in the first one the limited client would also find the invalid peer, and its
+    // answer could be the error reported.
+    let alone = fast_node(
+        174,
+        random_overlay_id(),
+        service(Arc::new(StubStorage::default()), Arc::new(make(1))),
+    );
     let limited = client_with(
         173,
-        &[&valid],
+        &[&alone],
         regolith_rpc::config::BlockchainRpcClientConfig {
             max_persistent_state_size: bytesize::ByteSize::b((largest + total) / 2),
             ..Default::default()
@@ -910,7 +936,7 @@ async fn split_persistent_states_are_validated_and_downloaded_in_prefix_order() 
         "{refused:?}"
     );
     assert!(
-        score_of(&limited.client, &valid) < 64,
+        score_of(&limited.client, &alone) < 64,
         "the oversized claim is punished"
     );
 }

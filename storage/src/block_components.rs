@@ -253,7 +253,15 @@ impl BlockComponentStorage {
             .collect();
         let mut updated = false;
         if !missing.is_empty() {
-            let frames = self.compress_parts(id, missing).await?;
+            // A block frame as served is already the stored form (one frame with its content size).
+            let served = block.data_frame().cloned();
+            let (kept, to_compress): (Vec<_>, Vec<_>) = missing
+                .into_iter()
+                .partition(|(ty, _)| *ty == ArchiveEntryType::Block && served.is_some());
+            let mut frames = self.compress_parts(id, to_compress).await?;
+            if let (Some(frame), false) = (served, kept.is_empty()) {
+                frames.insert(0, (ArchiveEntryType::Block, RawBytes(frame.to_vec())));
+            }
             // Locks in the fixed order data, proof, queue diff, so that two stores of one block cannot deadlock.
             let mut guards = Vec::with_capacity(frames.len());
             for (ty, _) in &frames {

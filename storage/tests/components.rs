@@ -444,6 +444,54 @@ async fn a_checked_block_is_stored_whole_and_once() {
     );
 }
 
+/// A block frame kept from a peer is stored as served (here level 19, not the storage's level 3); without
+/// one the block is compressed by the storage.
+#[tokio::test]
+async fn a_served_block_frame_is_stored_as_served() {
+    let t = TempStorage::new();
+    let blocks = archive_1_blocks();
+    let c = t.s().components();
+    let mut mc = blocks.iter().filter(|b| b.id.is_masterchain());
+    let (served, plain) = (mc.next().unwrap(), mc.next().unwrap());
+    let frame = zstd::bulk::compress(&served.data, 19).unwrap();
+    assert_ne!(frame, zstd::bulk::compress(&served.data, 3).unwrap());
+    let block = checked(served).with_data_frame(Bytes::from(frame.clone()));
+    let r = c
+        .store_checked_block(&block, served.ref_by_mc_seqno)
+        .await
+        .unwrap();
+    assert!(r.handle.has_all_block_parts());
+    let size = c
+        .get_compressed_block_data_size(&r.handle)
+        .unwrap()
+        .unwrap();
+    let stored = c
+        .load_block_data_range(&r.handle, 0, size)
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored, frame);
+    assert_eq!(c.load_block_data_raw(&r.handle).await.unwrap(), served.data);
+    assert_eq!(
+        c.load_block_proof_raw(&r.handle).await.unwrap(),
+        served.proof
+    );
+
+    let r = c
+        .store_checked_block(&checked(plain), plain.ref_by_mc_seqno)
+        .await
+        .unwrap();
+    let size = c
+        .get_compressed_block_data_size(&r.handle)
+        .unwrap()
+        .unwrap();
+    let stored = c
+        .load_block_data_range(&r.handle, 0, size)
+        .unwrap()
+        .unwrap();
+    assert_eq!(zstd::decode_all(&stored[..]).unwrap(), plain.data);
+    assert_eq!(stored, zstd::bulk::compress(&plain.data, 3).unwrap());
+}
+
 /// An injected failure of the one batch of a checked block leaves neither a part nor a flag.
 #[tokio::test]
 async fn a_failed_checked_block_batch_stores_no_part() {

@@ -52,6 +52,8 @@ pub struct BlockDataFull {
     pub proof: Bytes,
     /// The raw queue diff.
     pub queue_diff: Bytes,
+    /// The compressed block exactly as served, when it came in one chunk: its decoding is `block`.
+    pub compressed_block: Option<Bytes>,
 }
 
 /// The result of a full-block download: the block, or `None` when the neighbour did not have it.
@@ -468,6 +470,7 @@ impl BlockchainRpcClient {
                 )));
                 continue;
             }
+            let compressed_block = (first == size).then(|| block.data.clone());
             let download = ChunkedDownload {
                 size,
                 chunk_size,
@@ -499,6 +502,7 @@ impl BlockchainRpcClient {
                             block: Bytes::from(decompressed.sink),
                             proof,
                             queue_diff,
+                            compressed_block,
                         }),
                         neighbour,
                     });
