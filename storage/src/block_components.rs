@@ -413,8 +413,11 @@ impl BlockComponentStorage {
             what.push(component_name(ty));
         }
         meta.flags = flags;
-        self.db
-            .batch_merge::<BlockHandles>(&mut batch, &StoredHash(handle.id().root_hash), &meta);
+        self.db.batch_merge::<BlockHandles>(
+            &mut batch,
+            &StoredHash(handle.id().root_hash),
+            &meta.into(),
+        );
         self.db
             .fail_points
             .component_batch

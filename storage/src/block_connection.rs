@@ -68,8 +68,11 @@ impl BlockConnectionStorage {
             &ConnectionKey(BlockKey::of(handle.id()), direction),
             &StoredBlockId(*connected_id),
         );
-        self.db
-            .batch_merge::<BlockHandles>(&mut batch, &StoredHash(handle.id().root_hash), &meta);
+        self.db.batch_merge::<BlockHandles>(
+            &mut batch,
+            &StoredHash(handle.id().root_hash),
+            &meta.into(),
+        );
         self.db.write(
             batch,
             format_args!("storing {direction:?} connection of {}", handle.id()),

@@ -6,6 +6,9 @@ use crate::error::{Result, StorageError};
 
 /// Length of the stored meta value.
 pub const META_LEN: usize = 12;
+/// Length of a `block_handles` row since layout 0.2: the meta, then the rest of the block's id (workchain,
+/// prefix, seqno: 16; file hash: 32).
+pub const HANDLE_LEN: usize = META_LEN + 16 + 32;
 
 /// Block flags (bit numbers are normative, see storage.md §2.3).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -260,16 +263,29 @@ impl BlockMeta {
     }
 }
 
+/// Splits a `block_handles` value into its meta (12 bytes) and the rest of the block's id (48 bytes, or empty
+/// in a merge operand and a row of layout 0.1); `None` for any other length.
+pub(crate) fn split_handle_value(value: &[u8]) -> Option<(&[u8], &[u8])> {
+    match value.len() {
+        META_LEN | HANDLE_LEN => Some(value.split_at(META_LEN)),
+        _ => None,
+    }
+}
+
 /// The `block_meta_merge` operator: OR of flags (bit 15 cleared); ref and utime from the existing value or the
-/// oldest operand. Returns `None` (RocksDB reports corruption) on any value that is not 12 bytes.
+/// oldest operand; the rest of the existing value (the block's id) is kept as it is. Operands are 12-byte
+/// metas, an existing value 12 or 60 bytes; on any other length it returns `None` (RocksDB reports corruption).
 pub(crate) fn block_meta_merge(
     _key: &[u8],
     existing: Option<&[u8]>,
     operands: &rocksdb::MergeOperands,
 ) -> Option<Vec<u8>> {
-    let mut result: Option<MetaSnapshot> = match existing {
-        Some(v) => Some(MetaSnapshot::decode(v).ok()?),
-        None => None,
+    let (mut result, id) = match existing {
+        Some(v) => {
+            let (meta, id) = split_handle_value(v)?;
+            (Some(MetaSnapshot::decode(meta).ok()?), id)
+        }
+        None => (None, &[][..]),
     };
     for op in operands {
         let op = MetaSnapshot::decode(op).ok()?;
@@ -278,7 +294,7 @@ pub(crate) fn block_meta_merge(
             None => result = Some(op),
         }
     }
-    result.map(|r| r.encode().to_vec())
+    result.map(|r| [&r.encode()[..], id].concat())
 }
 
 #[cfg(test)]

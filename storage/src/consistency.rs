@@ -56,7 +56,7 @@ pub(crate) fn check(db: &CoreDb, repair: bool) -> Result<ConsistencyStats> {
         }
         stats.blocks_checked += 1;
 
-        let meta = crate::db::block_meta_row(db, &key)?;
+        let meta = crate::db::handle_row(db, &key)?;
         match meta {
             None => {
                 stats.dangling_ids_count += 1;
@@ -68,8 +68,8 @@ pub(crate) fn check(db: &CoreDb, repair: bool) -> Result<ConsistencyStats> {
                     );
                 }
             }
-            Some(mut meta) => {
-                let stored = meta.flags.0 & BlockFlags::HAS_ALL_BLOCK_PARTS.0;
+            Some(mut row) => {
+                let stored = row.meta.flags.0 & BlockFlags::HAS_ALL_BLOCK_PARTS.0;
                 if stored != present {
                     if stored & !present != 0 {
                         stats.orphaned_flags_count += 1;
@@ -77,9 +77,10 @@ pub(crate) fn check(db: &CoreDb, repair: bool) -> Result<ConsistencyStats> {
                     if present & !stored != 0 {
                         stats.restored_flags_count += 1;
                     }
-                    meta.flags =
-                        BlockFlags((meta.flags.0 & !BlockFlags::HAS_ALL_BLOCK_PARTS.0) | present);
-                    db.batch_put::<BlockHandles>(&mut batch, &StoredHash(key.root_hash()), &meta);
+                    row.meta.flags = BlockFlags(
+                        (row.meta.flags.0 & !BlockFlags::HAS_ALL_BLOCK_PARTS.0) | present,
+                    );
+                    db.batch_put::<BlockHandles>(&mut batch, &StoredHash(key.root_hash()), &row);
                     in_batch += 1;
                 }
             }

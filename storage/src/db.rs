@@ -39,12 +39,12 @@ pub fn open(path: &Path, config: &StorageConfig, read_only: bool) -> Result<Core
     Ok(Database::open(path, config, options)?)
 }
 
-/// The meta row of the block with `key` (`None` without a handle); a row that does not decode is a
+/// The handle row of the block with `key` (`None` without a handle); a row that does not decode is a
 /// corruption naming the block and the row.
-pub(crate) fn block_meta_row(
+pub(crate) fn handle_row(
     db: &CoreDb,
     key: &regolith_formats::BlockKey,
-) -> Result<Option<crate::block_meta::MetaSnapshot>> {
+) -> Result<Option<crate::tables::StoredHandle>> {
     use regolith_kv::KvError;
 
     db.get::<crate::tables::BlockHandles>(&crate::tables::StoredHash(key.root_hash()))

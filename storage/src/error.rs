@@ -30,12 +30,12 @@ pub enum StorageError {
     /// Stored rows contradict each other (e.g. an indexed key block without handle rows).
     #[error("inconsistent storage: {0}")]
     Inconsistent(String),
-    /// The id given with a file hash different from the stored one.
-    #[error("block id mismatch for {id}: stored file hash {stored}")]
+    /// The id given differs from the stored one with its root hash (file hash, workchain, shard or seqno).
+    #[error("block id mismatch for {id}: stored {stored}")]
     BlockIdMismatch {
         /// The requested id.
         id: BlockId,
-        /// The stored file hash (hex).
+        /// The stored id besides the root hash.
         stored: String,
     },
     /// A handle passed as existing belongs to another block.

@@ -100,7 +100,7 @@ pub(crate) fn remove_blocks(
     let plan = (|| -> Result<()> {
         for row in db.iter::<BlockIds>(KeyRange::all()) {
             let (StoredBlockKey(key), StoredHash(file_hash)) = row?;
-            let flags = crate::db::block_meta_row(db, &key)?.map(|meta| meta.flags);
+            let flags = crate::db::handle_row(db, &key)?.map(|h| h.meta.flags);
             if keeps_block(&key.shard()?, key.seqno(), flags, target, shard_heights) {
                 // A kept block closes the run.
                 if !chunk.blocks.is_empty() {

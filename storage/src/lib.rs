@@ -15,6 +15,7 @@ mod consistency;
 pub mod error;
 pub mod files;
 mod gc;
+mod migration;
 pub mod node_state;
 pub mod parsed;
 pub mod persistent_state;
@@ -36,6 +37,7 @@ pub use config::StorageConfig;
 pub use consistency::ConsistencyStats;
 pub use error::{Result, StorageError};
 pub use gc::BlockGcStats;
+pub use migration::MigrationStats;
 pub use parsed::ParsedBlock;
 pub use persistent_state::{
     PersistentStateRecord, PersistentStateStorage, StatePartRecord, StatesOpenStats,

@@ -15,8 +15,19 @@ const ZEROSTATE_ID: NameKey = NameKey("zerostate_id");
 pub const ZEROSTATE_PROOF: NameKey = NameKey("zerostate_proof");
 const DB_VERSION: NameKey = NameKey("db_version");
 
-/// The version this build writes and accepts.
-pub const DB_VERSION_CURRENT: [u8; 3] = [0, 1, 0];
+/// The version this build writes and accepts. 0.2: `block_handles` values carry the file hash.
+pub const DB_VERSION_CURRENT: [u8; 3] = [0, 2, 0];
+/// The layout (major.minor) this build migrates from when it opens a data dir for writing.
+const DB_VERSION_MIGRATED: [u8; 2] = [0, 1];
+
+/// What the stored db version asks of the open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VersionCheck {
+    /// The current layout (or a fresh database, now marked with it).
+    Current,
+    /// An older layout this build migrates from.
+    Migrate([u8; 3]),
+}
 
 /// Typed access to the node-state table.
 pub struct NodeStateStorage {
@@ -86,25 +97,37 @@ impl NodeStateStorage {
             .put::<State>(&ZEROSTATE_PROOF, &RawBytes(proof.to_vec()))?)
     }
 
-    /// Checks the stored db version (writing the current one into a fresh database).
-    pub(crate) fn check_db_version(&self, read_only: bool) -> Result<()> {
+    /// Checks the stored db version (writing the current one into a fresh database). A layout this build
+    /// migrates from is [`VersionCheck::Migrate`]; any other is `UnsupportedVersion`.
+    pub(crate) fn check_db_version(&self, read_only: bool) -> Result<VersionCheck> {
         match self.db.get::<State>(&DB_VERSION)? {
-            None if read_only => Ok(()),
-            None => Ok(self
-                .db
-                .put::<State>(&DB_VERSION, &RawBytes(DB_VERSION_CURRENT.to_vec()))?),
+            None if read_only => Ok(VersionCheck::Current),
+            None => {
+                self.store_db_version()?;
+                Ok(VersionCheck::Current)
+            }
             Some(raw) => {
                 let found: [u8; 3] = raw.0.as_slice().try_into().map_err(|_| {
                     StorageError::corruption("db_version", format!("{} bytes", raw.0.len()))
                 })?;
-                if found[..2] != DB_VERSION_CURRENT[..2] {
-                    return Err(StorageError::UnsupportedVersion {
+                if found[..2] == DB_VERSION_CURRENT[..2] {
+                    Ok(VersionCheck::Current)
+                } else if found[..2] == DB_VERSION_MIGRATED {
+                    Ok(VersionCheck::Migrate(found))
+                } else {
+                    Err(StorageError::UnsupportedVersion {
                         found,
                         expected: DB_VERSION_CURRENT,
-                    });
+                    })
                 }
-                Ok(())
             }
         }
+    }
+
+    /// Marks the database with the current version (a fresh one, or one just migrated).
+    pub(crate) fn store_db_version(&self) -> Result<()> {
+        Ok(self
+            .db
+            .put::<State>(&DB_VERSION, &RawBytes(DB_VERSION_CURRENT.to_vec()))?)
     }
 }

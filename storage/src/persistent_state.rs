@@ -442,7 +442,7 @@ impl PersistentStateStorage {
                 self.db.batch_merge::<BlockHandles>(
                     &mut batch,
                     &StoredHash(record.block.root_hash),
-                    &meta,
+                    &meta.into(),
                 );
                 flagged = Some(handle);
             }

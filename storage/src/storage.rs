@@ -16,13 +16,16 @@ use crate::consistency::{self, ConsistencyStats};
 use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
 use crate::gc::{self, BlockGcStats};
-use crate::node_state::NodeStateStorage;
+use crate::migration::MigrationStats;
+use crate::node_state::{NodeStateStorage, VersionCheck};
 use crate::parsed::ParsedBlock;
 use crate::persistent_state::{PersistentStateStorage, StatesOpenStats};
 
-/// What `open` found: the startup check and archive recovery counts.
+/// What `open` found: a layout migration, the startup check and archive recovery counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct OpenStats {
+    /// The migration from an older data-dir layout, if one ran.
+    pub migration: Option<MigrationStats>,
     /// The startup consistency check.
     pub consistency: ConsistencyStats,
     /// Archive recovery.
@@ -69,7 +72,16 @@ impl Storage {
         }
         let db = Arc::new(crate::db::open(&core_dir, &config, read_only)?);
         let node_state = NodeStateStorage::new(db.clone());
-        node_state.check_db_version(read_only)?;
+        let migration = match node_state.check_db_version(read_only)? {
+            VersionCheck::Current => None,
+            // A read-only open reads an older layout as it is (storage::migration says how).
+            VersionCheck::Migrate(_) if read_only => None,
+            VersionCheck::Migrate(from) => {
+                let stats = crate::migration::migrate(&db, from)?;
+                node_state.store_db_version()?;
+                Some(stats)
+            }
+        };
 
         let consistency = consistency::check(&db, !read_only)?;
         let handles = Arc::new(BlockHandleStorage::new(
@@ -102,6 +114,7 @@ impl Storage {
             handles,
             db,
             open_stats: OpenStats {
+                migration,
                 consistency,
                 archives: archive_stats,
                 states: states_stats,

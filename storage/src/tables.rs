@@ -16,7 +16,7 @@ pub use regolith_kv::{Codec, KeyRange, NameKey, RawBytes};
 pub use regolith_kv::Table;
 use rocksdb::{BlockBasedOptions, DBCompressionType, MergeOperands, Options};
 
-use crate::block_meta::{block_meta_merge, MetaSnapshot, META_LEN};
+use crate::block_meta::{block_meta_merge, split_handle_value, MetaSnapshot, HANDLE_LEN, META_LEN};
 use crate::config::StorageConfig;
 use crate::persistent_state::{PersistentStateKey, PersistentStateValue};
 
@@ -27,9 +27,9 @@ tables! {
     /// Node state: ASCII names → values (`last_mc_block`, `init_mc_block`, `zerostate_id`: 80-byte ids;
     /// `zerostate_proof`: raw bytes; `db_version`: 3-byte semver).
     State: "state", NameKey => RawBytes;
-    /// Block meta: root hash (32) → 12-byte meta (§2.4), merged with `block_meta_merge`; point-lookup
-    /// tuned.
-    BlockHandles: "block_handles", StoredHash => MetaSnapshot, options = block_handles_options;
+    /// Block handles: root hash (32) → 12-byte meta (§2.4) ‖ file hash (32), merged with `block_meta_merge`
+    /// (operands are metas alone); point-lookup tuned. The one row a handle load reads.
+    BlockHandles: "block_handles", StoredHash => StoredHandle, options = block_handles_options;
     /// Known blocks in key order: block key (48) → file hash (32).
     BlockIds: "block_ids", StoredBlockKey => StoredHash, options = block_ids_options;
     /// Key-block index: mc seqno (u32 BE) → block id (80 LE). Never touched by GC.
@@ -67,9 +67,9 @@ fn block_handles_options(opts: &mut Options, _: &StorageConfig) {
     });
 }
 
-/// `block_ids`: read by key on every handle load (§5.2 needs the file hash) and iterated in key order:
-/// bloom filters and a hashed data-block index for the point reads, and a memtable filter so that
-/// creating a new handle answers its "is it known?" read without walking the memtable.
+/// `block_ids`: iterated in key order (short ids, GC, the startup check), and read by key on a handle load
+/// only for a row of the 0.1 layout (a meta without the file hash): bloom filters and a hashed data-block
+/// index for those point reads.
 fn block_ids_options(opts: &mut Options, _: &StorageConfig) {
     let mut block = BlockBasedOptions::default();
     block.set_bloom_filter(10.0, false);
@@ -129,14 +129,104 @@ impl Codec for StoredHash {
     }
 }
 
-impl Codec for MetaSnapshot {
-    type Encoded<'a> = [u8; META_LEN];
-    fn encode(&self) -> [u8; META_LEN] {
-        MetaSnapshot::encode(self)
+/// A `block_handles` value: the block's meta and, since data-dir layout 0.2, the rest of its id, so that the
+/// row alone loads a handle for exactly that id (storage.md §5.1–§5.2 read a second row, `block_ids`, for it).
+/// A merge operand is the meta alone (`id: None`, 12 bytes), as is a row written by layout 0.1 and not
+/// migrated yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredHandle {
+    /// The meta (§2.4).
+    pub meta: MetaSnapshot,
+    /// The block's id besides the root hash that keys the row; `None` in a merge operand or a row of 0.1.
+    pub id: Option<HandleIdentity>,
+}
+
+/// What a handle row holds of its block's id besides the root hash: 16 bytes as a block key starts
+/// (workchain BE ‖ prefix BE ‖ seqno BE), then the file hash (32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandleIdentity {
+    /// Workchain, shard prefix and seqno, as the first 16 bytes of the block key.
+    pub short_id: [u8; 16],
+    /// The file hash.
+    pub file_hash: HashBytes,
+}
+
+impl HandleIdentity {
+    /// The identity of `id`.
+    pub fn of(id: &BlockId) -> Self {
+        let key = BlockKey::of(id);
+        Self {
+            short_id: key.0[..16].try_into().unwrap(),
+            file_hash: id.file_hash,
+        }
+    }
+
+    /// The identity from a block key and a file hash (a `block_ids` row).
+    pub fn from_key(key: &BlockKey, file_hash: HashBytes) -> Self {
+        Self {
+            short_id: key.0[..16].try_into().unwrap(),
+            file_hash,
+        }
+    }
+}
+
+impl std::fmt::Display for HandleIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let workchain = i32::from_be_bytes(self.short_id[0..4].try_into().unwrap());
+        let prefix = u64::from_be_bytes(self.short_id[4..12].try_into().unwrap());
+        let seqno = u32::from_be_bytes(self.short_id[12..16].try_into().unwrap());
+        write!(f, "{workchain}:{prefix:016x}:{seqno} with file hash {}", self.file_hash)
+    }
+}
+
+impl From<MetaSnapshot> for StoredHandle {
+    /// A merge operand: the meta alone.
+    fn from(meta: MetaSnapshot) -> Self {
+        Self { meta, id: None }
+    }
+}
+
+/// A [`StoredHandle`] encoded: 12 or 60 bytes, without an allocation.
+pub struct EncodedHandle {
+    bytes: [u8; HANDLE_LEN],
+    len: usize,
+}
+
+impl AsRef<[u8]> for EncodedHandle {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl Codec for StoredHandle {
+    type Encoded<'a> = EncodedHandle;
+    fn encode(&self) -> EncodedHandle {
+        let mut bytes = [0u8; HANDLE_LEN];
+        bytes[..META_LEN].copy_from_slice(&self.meta.encode());
+        let len = match &self.id {
+            Some(id) => {
+                bytes[META_LEN..META_LEN + 16].copy_from_slice(&id.short_id);
+                bytes[META_LEN + 16..].copy_from_slice(&id.file_hash.0);
+                HANDLE_LEN
+            }
+            None => META_LEN,
+        };
+        EncodedHandle { bytes, len }
     }
     fn decode(bytes: &[u8]) -> Result<Self> {
-        DecodeError::check_len("block meta", bytes, META_LEN)?;
-        MetaSnapshot::decode(bytes).map_err(DecodeError::new)
+        let (meta, id) = split_handle_value(bytes).ok_or_else(|| {
+            DecodeError::new(format!(
+                "block handle of {} bytes, expected {META_LEN} or {HANDLE_LEN}",
+                bytes.len()
+            ))
+        })?;
+        Ok(Self {
+            meta: MetaSnapshot::decode(meta).map_err(DecodeError::new)?,
+            id: (!id.is_empty()).then(|| HandleIdentity {
+                short_id: id[..16].try_into().unwrap(),
+                file_hash: HashBytes(id[16..].try_into().unwrap()),
+            }),
+        })
     }
 }
 

@@ -146,7 +146,7 @@ async fn s19_startup_check_repairs_flags() {
                 .get::<BlockHandles>(&StoredHash(id.root_hash))
                 .unwrap()
                 .unwrap();
-            m.flags = BlockFlags(m.flags.0 & !0b111);
+            m.meta.flags = BlockFlags(m.meta.flags.0 & !0b111);
             db.put::<BlockHandles>(&StoredHash(id.root_hash), &m)
                 .unwrap();
         }

@@ -82,6 +82,55 @@ fn s02_merge_operator() {
         snap(9, BlockFlags::HAS_DATA | BlockFlags::HAS_PROOF, 9)
     );
 
+    // A row with the rest of the id (layout 0.2) keeps it through merges, full and partial alike.
+    let key4 = StoredHash(HashBytes([10u8; 32]));
+    let file_hash = [0xabu8; 32];
+    let short_id = [0x5au8; 16];
+    let row = [&snap(5, BlockFlags::HAS_DATA, 7)[..], &short_id, &file_hash].concat();
+    db.put_raw_value::<BlockHandles>(&key4, &row).unwrap();
+    db.merge_raw_value::<BlockHandles>(&key4, &snap(9, BlockFlags::HAS_PROOF, 9))
+        .unwrap();
+    db.flush_all().unwrap();
+    db.merge_raw_value::<BlockHandles>(&key4, &snap_unmasked(9, BlockFlags::IS_REMOVED, 9))
+        .unwrap();
+    db.merge_raw_value::<BlockHandles>(&key4, &snap(9, BlockFlags::HAS_QUEUE_DIFF, 9))
+        .unwrap();
+    let merged = [
+        &snap(
+            5,
+            BlockFlags::HAS_DATA | BlockFlags::HAS_PROOF | BlockFlags::HAS_QUEUE_DIFF,
+            7,
+        )[..],
+        &short_id,
+        &file_hash,
+    ]
+    .concat();
+    assert_eq!(
+        db.get_raw_value::<BlockHandles>(&key4).unwrap().unwrap(),
+        merged
+    );
+    db.compact_range::<BlockHandles>(&KeyRange::all());
+    assert_eq!(
+        db.get_raw_value::<BlockHandles>(&key4).unwrap().unwrap(),
+        merged
+    );
+    let decoded = db.get::<BlockHandles>(&key4).unwrap().unwrap();
+    let stored = decoded.id.unwrap();
+    assert_eq!(
+        (stored.short_id, stored.file_hash),
+        (short_id, HashBytes(file_hash))
+    );
+    // An operand with an id, or a row of another length, is corruption.
+    let key5 = StoredHash(HashBytes([11u8; 32]));
+    db.put_raw_value::<BlockHandles>(&key5, &row).unwrap();
+    db.merge_raw_value::<BlockHandles>(&key5, &row).unwrap();
+    assert!(db.get::<BlockHandles>(&key5).is_err());
+    let key6 = StoredHash(HashBytes([12u8; 32]));
+    db.put_raw_value::<BlockHandles>(&key6, &row[..20]).unwrap();
+    db.merge_raw_value::<BlockHandles>(&key6, &snap(9, BlockFlags::HAS_PROOF, 9))
+        .unwrap();
+    assert!(db.get_raw_value::<BlockHandles>(&key6).is_err());
+
     // A bad operand is corruption, never a panic.
     let key3 = StoredHash(HashBytes([9u8; 32]));
     db.put_raw_value::<BlockHandles>(&key3, &snap(1, BlockFlags::HAS_DATA, 1))
@@ -255,7 +304,7 @@ fn s09_cache_gc_protection() {
         .unwrap()
         .unwrap();
     assert_eq!(before, after, "an inert handle writes nothing");
-    assert_eq!(after.encode()[4..8], before.encode()[4..8]);
+    assert_eq!(after.meta.encode()[4..8], before.meta.encode()[4..8]);
 
     let fresh = handles.load_handle(h102.id()).unwrap().unwrap();
     assert!(!fresh.ptr_eq(&h102));
@@ -282,6 +331,28 @@ fn s10_wrong_file_hash_or_seqno() {
         handles.create_or_load_handle(&wrong_file, meta(1)),
         Err(StorageError::BlockIdMismatch { .. })
     ));
+    // Another seqno or shard under the stored root hash is refused too, and leaves the stored handle as it
+    // was (a creation would have overwritten its meta).
+    let (h, _) = handles.create_or_load_handle(&id, meta(1)).unwrap();
+    handles.set_block_committed(&h).unwrap();
+    drop(h);
+    let wrong_shard = BlockId {
+        shard: ShardIdent::new(0, 0x4000_0000_0000_0000).unwrap(),
+        ..id
+    };
+    for wrong in [wrong_seqno, wrong_shard] {
+        assert!(handles.load_handle(&wrong).unwrap().is_none(), "{wrong}");
+        assert!(
+            matches!(
+                handles.create_or_load_handle(&wrong, meta(7)),
+                Err(StorageError::BlockIdMismatch { .. })
+            ),
+            "{wrong}"
+        );
+    }
+    let h = handles.load_handle(&id).unwrap().unwrap();
+    assert!(h.is_committed());
+    assert_eq!(h.meta().load().ref_by_mc_seqno, 1);
 }
 
 #[test]

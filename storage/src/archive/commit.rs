@@ -78,7 +78,7 @@ pub(crate) fn commit_archive(db: &CoreDb, dir: &Path, id: u32, zstd_level: i32) 
     for block_id in &block_ids {
         let flags = db
             .get::<BlockHandles>(&StoredHash(block_id.root_hash))?
-            .map(|m| m.flags)
+            .map(|h| h.meta.flags)
             .unwrap_or_default();
         if !flags.contains(BlockFlags::HAS_ALL_BLOCK_PARTS) {
             return Err(StorageError::MissingBlockParts {

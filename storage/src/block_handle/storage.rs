@@ -12,8 +12,8 @@ use crate::block_meta::{BlockFlags, MetaSnapshot, NewBlockMeta};
 use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
 use crate::tables::{
-    BlockHandles, BlockIds, CoreTables, KeyBlocks, KeyRange, SeqnoKey, ShortIdPrefix,
-    StoredBlockId, StoredBlockKey, StoredHash,
+    BlockHandles, BlockIds, CoreTables, HandleIdentity, KeyBlocks, KeyRange, SeqnoKey,
+    ShortIdPrefix, StoredBlockId, StoredBlockKey, StoredHandle, StoredHash,
 };
 
 const CREATION_LOCK_STRIPES: usize = 256;
@@ -70,21 +70,32 @@ impl BlockHandleStorage {
         &self.cache
     }
 
-    /// Reads both rows of a block; `Ok(None)` when either is missing. A different stored file hash is
+    /// Reads a block's handle row; `Ok(None)` when it is missing. A row without the rest of the id (layout 0.1,
+    /// in a data dir opened read-only before its migration, or a meta merged after GC deleted the block) takes
+    /// the file hash from `block_ids`, and is `Ok(None)` without that row. A row of another id under the same
+    /// root hash (another file hash, workchain, shard or seqno: a handle is only for the whole id) is
     /// `BlockIdMismatch`.
     fn read_rows(&self, id: &BlockId) -> Result<Option<MetaSnapshot>> {
-        let Some(meta) = self.db.get::<BlockHandles>(&StoredHash(id.root_hash))? else {
-            return Ok(None);
-        };
-        let Some(StoredHash(file_hash)) =
-            self.db.get::<BlockIds>(&StoredBlockKey(BlockKey::of(id)))?
+        let Some(StoredHandle { meta, id: stored }) =
+            self.db.get::<BlockHandles>(&StoredHash(id.root_hash))?
         else {
             return Ok(None);
         };
-        if file_hash != id.file_hash {
+        let wanted = HandleIdentity::of(id);
+        let stored = match stored {
+            Some(stored) => stored,
+            None => match self.db.get::<BlockIds>(&StoredBlockKey(BlockKey::of(id)))? {
+                Some(StoredHash(file_hash)) => HandleIdentity {
+                    file_hash,
+                    ..wanted
+                },
+                None => return Ok(None),
+            },
+        };
+        if stored != wanted {
             return Err(StorageError::BlockIdMismatch {
                 id: *id,
-                stored: file_hash.to_string(),
+                stored: stored.to_string(),
             });
         }
         Ok(Some(meta))
@@ -139,7 +150,10 @@ impl BlockHandleStorage {
         self.db.batch_put::<BlockHandles>(
             &mut batch,
             &StoredHash(id.root_hash),
-            &handle.meta().load(),
+            &StoredHandle {
+                meta: handle.meta().load(),
+                id: Some(HandleIdentity::of(id)),
+            },
         );
         self.db.batch_put::<BlockIds>(
             &mut batch,
@@ -206,7 +220,7 @@ impl BlockHandleStorage {
         } else {
             let meta = handle.meta().load();
             self.db
-                .merge::<BlockHandles>(&StoredHash(handle.id().root_hash), &meta)?;
+                .merge::<BlockHandles>(&StoredHash(handle.id().root_hash), &meta.into())?;
         }
         Ok(())
     }
@@ -214,8 +228,11 @@ impl BlockHandleStorage {
     /// Adds the handle's current flags (and its key-block index row) to `batch`.
     pub(crate) fn batch_store_handle(&self, batch: &mut Batch<CoreTables>, handle: &BlockHandle) {
         let meta = handle.meta().load();
-        self.db
-            .batch_merge::<BlockHandles>(batch, &StoredHash(handle.id().root_hash), &meta);
+        self.db.batch_merge::<BlockHandles>(
+            batch,
+            &StoredHash(handle.id().root_hash),
+            &meta.into(),
+        );
         if handle.is_key_block() {
             self.db.batch_put::<KeyBlocks>(
                 batch,
