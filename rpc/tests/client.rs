@@ -382,6 +382,104 @@ async fn dishonest_peers_are_scored_and_the_healthy_one_serves() {
     }
 }
 
+/// `frame` with the content size its header declares changed by `delta` (a single-segment frame of 256 to
+/// 65,791 bytes: a 2-byte size field, the size − 256, right after the header descriptor).
+fn with_declared_size(frame: &[u8], delta: i32) -> Bytes {
+    let descriptor = frame[4];
+    assert_eq!(descriptor >> 6, 1, "a 2-byte content size");
+    assert_eq!(
+        (descriptor >> 5) & 1,
+        1,
+        "single segment: no window descriptor"
+    );
+    assert_eq!(descriptor & 3, 0, "no dictionary id");
+    let mut out = frame.to_vec();
+    let size = u16::from_le_bytes([out[5], out[6]]) as i32 + delta;
+    out[5..7].copy_from_slice(&(size as u16).to_le_bytes());
+    Bytes::from(out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_chunk_block_is_decoded_as_it_came_and_a_lie_in_its_frame_is_refused() {
+    // One frame that declares its size, as a node compresses a block: the whole block in the first chunk.
+    let original = random(20_000, 11);
+    let frame = Bytes::from(zstd::bulk::compress(&original, 3).unwrap());
+    assert_eq!(
+        zstd::zstd_safe::get_frame_content_size(&frame).ok(),
+        Some(Some(original.len() as u64))
+    );
+    let id = mc_block(7, 7);
+    let honest = fast_node(
+        110,
+        random_overlay_id(),
+        TestServer::new(id, frame.clone(), 64 << 10, Fault::None),
+    );
+    let c = client_of(111, &[&honest]).await;
+    let got = c
+        .client
+        .get_block_full(&id, DataRequirement::Required)
+        .await
+        .unwrap()
+        .data
+        .unwrap();
+    assert_eq!(&got.block[..], &original[..]);
+    assert_eq!(got.compressed_block.as_deref(), Some(&frame[..]));
+    assert!(
+        score_of(&c.client, &honest) > 64,
+        "a good answer is accepted"
+    );
+
+    // Frames that lie about their size, one that is cut, bytes that are no frame: refused and scored, never
+    // handed on.
+    let mut two_frames = frame.to_vec();
+    two_frames.extend_from_slice(&zstd::bulk::compress(b"more", 3).unwrap());
+    for (i, (name, blob)) in [
+        ("declares a byte more", with_declared_size(&frame, 1)),
+        ("declares a byte less", with_declared_size(&frame, -1)),
+        ("cut", frame.slice(..frame.len() - 7)),
+        ("no frame", Bytes::from(vec![0x55; 3000])),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let bad = fast_node(
+            112 + 2 * i as u8,
+            random_overlay_id(),
+            TestServer::new(id, blob, 64 << 10, Fault::None),
+        );
+        let c = client_of(113 + 2 * i as u8, &[&bad]).await;
+        let result = c
+            .client
+            .get_block_full(&id, DataRequirement::Required)
+            .await;
+        assert!(
+            matches!(result, Err(ClientError::InvalidResponse(_))),
+            "{name}: {:?}",
+            result.map(|r| r.data.map(|d| d.block.len()))
+        );
+        assert!(
+            score_of(&c.client, &bad) < 64,
+            "{name}: the answer is rejected"
+        );
+    }
+    // Two frames decode to the block and more: the stream decoder takes them, the block check refuses what
+    // they decode to (here, longer than the block).
+    let two = fast_node(
+        120,
+        random_overlay_id(),
+        TestServer::new(id, Bytes::from(two_frames), 64 << 10, Fault::None),
+    );
+    let c = client_of(121, &[&two]).await;
+    let got = c
+        .client
+        .get_block_full(&id, DataRequirement::Required)
+        .await
+        .unwrap()
+        .data
+        .unwrap();
+    assert_eq!(got.block.len(), original.len() + 4);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item13_a_silent_peer_falls_back_to_the_healthy_one() {
     let original = random(3000, 4);

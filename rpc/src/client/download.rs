@@ -147,7 +147,8 @@ pub(super) struct Downloaded<W> {
 
 /// Downloads `size` compressed bytes in chunks from `neighbour`, decompressing them into `sink` on a blocking
 /// thread. Checks per chunk `len ≤ chunk_size` and `downloaded ≤ size`, and at the end `downloaded == size`.
-/// A chunk that fails a check is rejected (−8), a good one accepted (+8).
+/// A chunk that fails a check is rejected (−8), a good one accepted (+8). An object that came whole with the
+/// answer, as one frame declaring at most 1 MiB, is decoded on the calling task instead.
 pub(super) async fn download_chunks<W, F>(
     client: &PublicOverlayClient,
     neighbour: &Arc<Neighbour>,
@@ -175,6 +176,38 @@ where
             "chunk size {chunk_size} for {size} bytes (below the minimum of {MIN_CHUNK_SIZE})"
         )));
     }
+    let mut sink = sink;
+    let first_chunk = match first_chunk {
+        // The whole object in the first chunk, one small frame that declares its size (a block, mostly): decoded
+        // here with this thread's decoder, without a blocking thread and a new decoder for it.
+        Some((first, handle)) if first.len() as u64 == size && size <= chunk_size => {
+            match decode_inline(&first, limits.max_decompressed) {
+                Inline::Decoded(data) => {
+                    if let Some(tee) = &mut compressed_tee {
+                        tee.write_all(&first).map_err(|e| {
+                            ClientError::Internal(format!("writing the compressed copy: {e}"))
+                        })?;
+                    }
+                    sink.write_all(&data)
+                        .map_err(|e| ClientError::Internal(format!("writing the download: {e}")))?;
+                    handle.accept();
+                    on_progress(size);
+                    return Ok(Downloaded {
+                        sink,
+                        compressed_tee,
+                    });
+                }
+                Inline::Invalid(e) => {
+                    handle.reject();
+                    return Err(ClientError::InvalidResponse(format!(
+                        "invalid zstd stream or sink: {e}"
+                    )));
+                }
+                Inline::Streamed => Some((first, handle)),
+            }
+        }
+        other => other,
+    };
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, Bytes, Option<Handle>)>(MAX_IN_FLIGHT);
     let limited = Limited {
         inner: sink,
@@ -372,6 +405,59 @@ enum Decoded<W> {
 
 fn short(downloaded: u64, size: u64) -> ClientError {
     ClientError::InvalidResponse(format!("downloaded {downloaded} of {size} bytes"))
+}
+
+/// The largest object decoded on the task that downloaded it (a block, mostly): below it a blocking thread
+/// and a fresh decoder cost more than the decoding.
+const INLINE_MAX_DECOMPRESSED: u64 = 1 << 20;
+
+thread_local! {
+    /// A decompression context per thread, kept between downloads.
+    static INLINE_DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// What [`decode_inline`] made of an object that came whole in one chunk.
+enum Inline {
+    /// Decoded: exactly the size its frame declares.
+    Decoded(Vec<u8>),
+    /// Not a valid frame of that size.
+    Invalid(String),
+    /// Not one frame that declares a size of at most [`INLINE_MAX_DECOMPRESSED`] and `max`: for the
+    /// streaming decoder, which bounds what it writes as it goes.
+    Streamed,
+}
+
+/// Decodes one zstd frame that declares its content size, when that size is small and within `max`.
+fn decode_inline(frame: &[u8], max: u64) -> Inline {
+    use zstd::zstd_safe;
+    let Ok(Some(content)) = zstd_safe::get_frame_content_size(frame) else {
+        return Inline::Streamed;
+    };
+    if content > INLINE_MAX_DECOMPRESSED.min(max)
+        || zstd_safe::find_frame_compressed_size(frame) != Ok(frame.len())
+    {
+        return Inline::Streamed;
+    }
+    INLINE_DECOMPRESSOR.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let decompressor = match &mut *cell {
+            Some(d) => d,
+            None => match zstd::bulk::Decompressor::new() {
+                Ok(d) => cell.insert(d),
+                Err(_) => return Inline::Streamed,
+            },
+        };
+        // The size is at most 1 MiB, checked above.
+        let mut out = Vec::with_capacity(content as usize);
+        match decompressor.decompress_to_buffer(frame, &mut out) {
+            Ok(n) if n as u64 == content => Inline::Decoded(out),
+            Ok(n) => Inline::Invalid(format!(
+                "the frame declares {content} bytes and decodes to {n}"
+            )),
+            Err(e) => Inline::Invalid(e.to_string()),
+        }
+    })
 }
 
 /// The handle that came with a chunk.
