@@ -1,8 +1,9 @@
 //! Data-dir layout migrations, run when storage opens, before the startup check or anything else reads the
 //! tables.
 //!
-//! 0.1 → 0.2: a `block_handles` value gains the rest of the block's id (12-byte meta → meta ‖ workchain, prefix, seqno ‖ file hash, see
-//! [`crate::tables::StoredHandle`]), so that a handle load reads one row instead of two. Each run of rows is
+//! 0.1 → 0.2: a `block_handles` value gains the rest of the block's id (12-byte meta → meta ‖ workchain,
+//! prefix, seqno ‖ file hash, see [`crate::tables::StoredHandle`]), so that a handle load reads one row
+//! instead of two. Each run of rows is
 //! one WriteBatch and the new version is written after the last one: a crash in between leaves a 0.1 data dir,
 //! partly migrated, whose next open goes on (a migrated row is skipped). Until then a 0.1 row still loads,
 //! through `block_ids`, so a read-only open of a 0.1 data dir works without migrating it.

@@ -27,8 +27,9 @@ tables! {
     /// Node state: ASCII names → values (`last_mc_block`, `init_mc_block`, `zerostate_id`: 80-byte ids;
     /// `zerostate_proof`: raw bytes; `db_version`: 3-byte semver).
     State: "state", NameKey => RawBytes;
-    /// Block handles: root hash (32) → 12-byte meta (§2.4) ‖ file hash (32), merged with `block_meta_merge`
-    /// (operands are metas alone); point-lookup tuned. The one row a handle load reads.
+    /// Block handles: root hash (32) → 12-byte meta (§2.4) ‖ workchain, prefix, seqno (16) ‖ file hash (32),
+    /// merged with `block_meta_merge` (operands are metas alone); point-lookup tuned. The one row a handle
+    /// load reads.
     BlockHandles: "block_handles", StoredHash => StoredHandle, options = block_handles_options;
     /// Known blocks in key order: block key (48) → file hash (32).
     BlockIds: "block_ids", StoredBlockKey => StoredHash, options = block_ids_options;
@@ -154,11 +155,7 @@ pub struct HandleIdentity {
 impl HandleIdentity {
     /// The identity of `id`.
     pub fn of(id: &BlockId) -> Self {
-        let key = BlockKey::of(id);
-        Self {
-            short_id: key.0[..16].try_into().unwrap(),
-            file_hash: id.file_hash,
-        }
+        Self::from_key(&BlockKey::of(id), id.file_hash)
     }
 
     /// The identity from a block key and a file hash (a `block_ids` row).
