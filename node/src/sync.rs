@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use regolith_formats::{BlockId, CheckedBlock};
 use regolith_rpc::client::{
-    ArchiveSearch, BlockchainRpcClient, DataRequirement, Neighbour, Punishment,
+    ArchiveSearch, BlockDataFull, BlockchainRpcClient, DataRequirement, Neighbour, NextBlocksBatch,
+    Punishment,
 };
 use regolith_storage::Storage;
 use tokio::sync::watch;
@@ -54,11 +55,17 @@ const SHARD_BLOCK_CONCURRENCY: usize = 8;
 pub struct SyncConfig {
     /// Far behind, download whole archives (`false`: every block with getNextBlockFull and getBlockFull).
     pub archives: bool,
+    /// Block by block, ask regolith peers for up to 16 mc blocks with their shard blocks in one answer
+    /// (`regolith.getNextBlocksFull`); stock peers, which leave it unanswered, get getNextBlockFull.
+    pub batches: bool,
 }
 
 impl Default for SyncConfig {
     fn default() -> Self {
-        Self { archives: true }
+        Self {
+            archives: true,
+            batches: true,
+        }
     }
 }
 
@@ -87,6 +94,8 @@ pub struct SyncStats {
     pub from_blocks: std::sync::atomic::AtomicU64,
     /// Steps that failed.
     pub failures: std::sync::atomic::AtomicU64,
+    /// Batches (`regolith.getNextBlocksFull` answers) applied from.
+    pub batches: std::sync::atomic::AtomicU64,
 }
 
 /// The sync task's handles.
@@ -103,6 +112,8 @@ pub struct Sync {
     archives_paused_until: Option<Instant>,
     /// Archives are asked for at all (`sync.archives`).
     use_archives: bool,
+    /// Batches are asked for at all (`sync.batches`).
+    use_batches: bool,
 }
 
 /// Why a step failed, and who is to blame: the reason is the `reason` label of
@@ -162,12 +173,14 @@ impl Sync {
             tip: TipEstimate::default(),
             archives_paused_until: None,
             use_archives: true,
+            use_batches: true,
         })
     }
 
     /// Applies `node.json` `sync`.
     pub fn with_config(mut self, config: &SyncConfig) -> Self {
         self.use_archives = config.archives;
+        self.use_batches = config.batches;
         self
     }
 
@@ -194,23 +207,7 @@ impl Sync {
                 }
                 Ok(_) => IDLE_PAUSE,
                 Err(e) => {
-                    self.stats
-                        .failures
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    fail(e.reason);
-                    match e.peer {
-                        Some(peer) => tracing::warn!(
-                            %peer,
-                            reason = e.reason,
-                            error = %format!("{:#}", e.error),
-                            "sync step failed"
-                        ),
-                        None => tracing::warn!(
-                            reason = e.reason,
-                            error = %format!("{:#}", e.error),
-                            "sync step failed"
-                        ),
-                    }
+                    self.failed(&e);
                     RETRY_PAUSE
                 }
             };
@@ -225,6 +222,27 @@ impl Sync {
         }
         self.display.finish();
         tracing::info!("sync stopped");
+    }
+
+    /// Counts and logs a failed step (or the failed part of a batch).
+    fn failed(&self, e: &StepError) {
+        self.stats
+            .failures
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        fail(e.reason);
+        match e.peer {
+            Some(peer) => tracing::warn!(
+                %peer,
+                reason = e.reason,
+                error = %format!("{:#}", e.error),
+                "sync step failed"
+            ),
+            None => tracing::warn!(
+                reason = e.reason,
+                error = %format!("{:#}", e.error),
+                "sync step failed"
+            ),
+        }
     }
 
     /// Height, rate, lag behind the best peer and ETA: on the terminal line, in the log, in metrics.
@@ -352,9 +370,34 @@ impl Sync {
         self.applied(Source::Archive, applied, &neighbour, "invalid_archive")
     }
 
-    /// Near the tip: the next mc block, verified (signatures, link to the last applied block) before any of
-    /// the shard blocks it references is asked for, then those shard blocks.
+    /// Near the tip: the next mc blocks in one batch from a regolith peer that answers
+    /// `regolith.getNextBlocksFull`, otherwise the next mc block with getNextBlockFull. Each mc block is
+    /// verified (signatures, link to the last applied block) before any of the shard blocks it references
+    /// is taken, then applied with them before the next one is looked at.
     async fn next_block(&mut self, last: &BlockId) -> Result<Option<usize>, StepError> {
+        if self.use_batches {
+            match self
+                .client
+                .get_next_blocks_full(last, regolith_rpc::proto::MAX_BATCH_MC_BLOCKS)
+                .await
+            {
+                Ok(Some(batch)) => {
+                    self.stats
+                        .batches
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    metrics::counter!("regolith_sync_batches_total").increment(1);
+                    return self.apply_batch(last, batch).await.map(Some);
+                }
+                Ok(None) => {}
+                // A refused batch (its sender is punished already) or a transport failure: counted,
+                // and this step goes on with getNextBlockFull.
+                Err(e) => self.failed(&StepError {
+                    reason: "batch_download",
+                    peer: None,
+                    error: anyhow!("the batch after {last}: {e}"),
+                }),
+            }
+        }
         let got = self
             .client
             .get_next_block_full(last, DataRequirement::Optional)
@@ -369,9 +412,65 @@ impl Sync {
             self.tip.note_held(last.seqno);
             return Ok(None);
         };
-        let peer = *got.neighbour.peer_id();
+        self.apply_next(last, mc, &got.neighbour, None)
+            .await
+            .map(Some)
+    }
+
+    /// Applies the mc blocks of a batch in order, each with its shard blocks (from the batch when it
+    /// carries them). A failure after the first group stops the batch there: what was applied stays, the
+    /// failure is counted and logged, and the next step goes on from the last applied block.
+    async fn apply_batch(
+        &mut self,
+        last: &BlockId,
+        mut batch: NextBlocksBatch,
+    ) -> Result<usize, StepError> {
+        let neighbour = batch.neighbour().clone();
+        let peer = *neighbour.peer_id();
+        let mut last = *last;
+        let mut applied = 0;
+        while let Some(mc) = batch.next_mc().await {
+            let result = match mc {
+                Ok(mc) => {
+                    self.apply_next(&last, mc, &neighbour, Some(&mut batch))
+                        .await
+                }
+                Err(e) => {
+                    neighbour.punish(Punishment::Malicious);
+                    Err(StepError {
+                        reason: "bad_block",
+                        peer: Some(peer),
+                        error: anyhow!("mc block {} of a batch from {peer}: {e}", last.seqno + 1),
+                    })
+                }
+            };
+            match result {
+                Ok(n) => {
+                    applied += n;
+                    last = self.last_applied()?;
+                }
+                Err(e) if applied == 0 => return Err(e),
+                Err(e) => {
+                    self.failed(&e);
+                    break;
+                }
+            }
+        }
+        Ok(applied)
+    }
+
+    /// Checks and verifies mc block `mc`, the one after `last` that `neighbour` sent, fetches the shard
+    /// blocks it references (from `batch` first) and applies the group.
+    async fn apply_next(
+        &mut self,
+        last: &BlockId,
+        mc: BlockDataFull,
+        neighbour: &Arc<Neighbour>,
+        mut batch: Option<&mut NextBlocksBatch>,
+    ) -> Result<usize, StepError> {
+        let peer = *neighbour.peer_id();
         let blame = |reason: &'static str, error: anyhow::Error| {
-            got.neighbour.punish(Punishment::Malicious);
+            neighbour.punish(Punishment::Malicious);
             StepError {
                 reason,
                 peer: Some(peer),
@@ -390,6 +489,7 @@ impl Sync {
             }
             Err(e) => return Err(blame("bad_block", e.context("the next mc block"))),
         };
+        drop(mc);
         let origin = format!("mc block {} from {peer}", last.seqno + 1);
         match self.pipeline.verify_next_mc(&mc_block, last, &origin).await {
             Ok(()) => {}
@@ -399,8 +499,9 @@ impl Sync {
         self.tip.note_held(last.seqno + 1);
 
         // Shard blocks: from each top block of the verified mc block back by prev ids to what is applied,
-        // one level at a time, the blocks of a level downloaded concurrently. Their ids come from a verified
-        // block, so a neighbour without one is not lying.
+        // one level at a time. Their ids come from a verified block: the batch's copy is taken when it has
+        // one (a bad one is its sender's fault), the others are downloaded concurrently, and a neighbour
+        // without one is not lying.
         let mut shards = Vec::new();
         let mut seen = HashSet::new();
         let mut level: Vec<BlockId> = mc_block.top_shard_blocks().iter().map(|t| t.id).collect();
@@ -416,13 +517,35 @@ impl Sync {
                     "shard_walk",
                     anyhow!(
                         "more than {MAX_SHARD_WALK} unknown shard blocks below mc block {}",
-                        mc.block_id
+                        mc_block.id()
                     ),
                 ));
             }
-            for batch in wanted.chunks(SHARD_BLOCK_CONCURRENCY) {
-                let mut downloads = Vec::with_capacity(batch.len());
-                for id in batch {
+            let mut missing = Vec::with_capacity(wanted.len());
+            for id in wanted {
+                let carried = match batch.as_deref_mut() {
+                    Some(batch) => batch.take_shard(&id).await,
+                    None => None,
+                };
+                let Some(data) = carried else {
+                    missing.push(id);
+                    continue;
+                };
+                let block = data
+                    .map_err(|e| anyhow!("{e}"))
+                    .and_then(|data| check_downloaded_block(Some(&id), &data))
+                    .map_err(|e| {
+                        blame(
+                            "bad_block",
+                            e.context(format!("shard block {id} of a batch from {peer}")),
+                        )
+                    })?;
+                level.extend(block.prev_ids().iter().copied());
+                shards.push(block);
+            }
+            for chunk in missing.chunks(SHARD_BLOCK_CONCURRENCY) {
+                let mut downloads = Vec::with_capacity(chunk.len());
+                for id in chunk {
                     downloads.push(self.shard_block(id));
                 }
                 for block in futures_util::future::join_all(downloads).await {
@@ -437,9 +560,7 @@ impl Sync {
             .pipeline
             .apply(ApplySource::Groups(vec![group]), &origin, &self.progress)
             .await;
-        let neighbour = got.neighbour.clone();
-        self.applied(Source::Block, applied, &neighbour, "invalid_group")
-            .map(Some)
+        self.applied(Source::Block, applied, neighbour, "invalid_group")
     }
 
     /// A shard block named by a verified mc block, from up to [`SHARD_BLOCK_ATTEMPTS`] neighbours; one whose

@@ -53,6 +53,19 @@ async fn serve(
     rate_limits: Option<RateLimitsConfig>,
     next_archive: bool,
 ) -> Node {
+    serve_with(dir, ip_last, next_archive, |config| {
+        config.blockchain_rpc_service.rate_limits = rate_limits;
+    })
+    .await
+}
+
+/// [`serve`] with the node config edited by `edit` before the node starts.
+async fn serve_with(
+    dir: &std::path::Path,
+    ip_last: u8,
+    next_archive: bool,
+    edit: impl FnOnce(&mut regolith_node::config::NodeConfig),
+) -> Node {
     let (data, mut config, storage) =
         regolith_node::fixture::import_fixture_chain(dir, &fixtures(), loopback(ip_last))
             .await
@@ -62,7 +75,7 @@ async fn serve(
             .await
             .unwrap();
     }
-    config.blockchain_rpc_service.rate_limits = rate_limits;
+    edit(&mut config);
     (config.overlay, config.dht) = regolith_rpc::network::quick_discovery();
     let global = data.load_global_config().unwrap();
     start_node(&config, &global, storage).unwrap()
@@ -172,6 +185,80 @@ async fn item2_fixture_blocks_over_the_overlay() {
         .await,
         OverlayResponse::Ok(proto::BlockFull::NotFound)
     );
+    // The batched query walks the whole chain in answers of at most 16 mc blocks, each mc block followed by
+    // the shard blocks it is the first to reference (read from the stored handles), every block whole.
+    let mut prev = by_seqno(true, 1);
+    let mut batched_shards = BTreeSet::new();
+    loop {
+        let OverlayResponse::Ok(answer) = ask::<proto::NextBlocks>(
+            &c,
+            rpc::GetNextBlocksFull {
+                prev_block_id: prev,
+                max_mc_blocks: 100,
+                max_bytes: 4 << 20,
+            },
+        )
+        .await
+        else {
+            panic!("an error answer");
+        };
+        if answer.blocks.is_empty() {
+            break;
+        }
+        let mut current_mc = 0;
+        for entry in &answer.blocks {
+            let id = entry.block_id;
+            let data = zstd::decode_all(&entry.data[..]).unwrap();
+            assert_eq!(
+                data,
+                archive.entries[&(id, ArchiveEntryType::Block)],
+                "{id}"
+            );
+            assert_eq!(
+                &entry.proof[..],
+                &archive.entries[&(id, ArchiveEntryType::Proof)][..]
+            );
+            if id.is_masterchain() {
+                assert_eq!(id.seqno, prev.seqno + 1, "mc blocks in order");
+                prev = id;
+                current_mc = id.seqno;
+            } else {
+                let handle = node.storage.handles().load_handle(&id).unwrap().unwrap();
+                assert_eq!(
+                    handle.ref_by_mc_seqno(),
+                    current_mc,
+                    "{id} after its mc block"
+                );
+                assert!(batched_shards.insert(id), "{id} twice");
+            }
+        }
+        assert!(
+            answer
+                .blocks
+                .iter()
+                .filter(|b| b.block_id.is_masterchain())
+                .count()
+                <= 16
+        );
+    }
+    assert_eq!(prev, by_seqno(true, 100));
+    let expected_shards: BTreeSet<BlockId> = archive
+        .order
+        .iter()
+        .filter(|id| !id.is_masterchain())
+        .filter(|id| {
+            node.storage
+                .handles()
+                .load_handle(id)
+                .unwrap()
+                .unwrap()
+                .ref_by_mc_seqno()
+                > 1
+        })
+        .copied()
+        .collect();
+    assert!(!expected_shards.is_empty());
+    assert_eq!(batched_shards, expected_shards);
     // an unknown constructor or a truncated getBlockFull gets no answer: a transport error here
     let full = tl_proto::serialize(rpc::GetBlockFull {
         block_id: archive.order[0],
@@ -921,7 +1008,30 @@ async fn a_fresh_node_syncs_the_fixture_chain_block_by_block() {
         "archive 1 is still open"
     );
     assert_eq!(stats.from_blocks.load(Ordering::Relaxed), 107);
+    // A regolith server answers the batched query: 100 mc blocks in batches of at most 16.
+    let batches = stats.batches.load(Ordering::Relaxed);
+    assert!((7..=100).contains(&batches), "{batches} batches");
     // The same blocks, components and connections as the node that imported the archive.
+    assert_eq!(
+        chain_digest(&synced).await,
+        chain_digest(&node.storage).await
+    );
+    node.shutdown().await;
+}
+
+/// A server that leaves the batched query unanswered, as a stock node does: the sync goes on with
+/// getNextBlockFull and ends with the same chain, and the server keeps its score.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_node_syncs_block_by_block_from_a_server_without_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = serve_with(&dir.path().join("server"), 43, false, |config| {
+        config.blockchain_rpc_service.serve_next_blocks_batch = false;
+    })
+    .await;
+    let (synced, stats) = sync_from(&node, &dir.path().join("fresh"), 44, 100).await;
+    assert_eq!(stats.batches.load(Ordering::Relaxed), 0);
+    assert_eq!(stats.from_blocks.load(Ordering::Relaxed), 107);
+    assert_eq!(stats.failures.load(Ordering::Relaxed), 0, "no step failed");
     assert_eq!(
         chain_digest(&synced).await,
         chain_digest(&node.storage).await
@@ -952,13 +1062,49 @@ async fn a_fresh_node_syncs_from_archives_when_far_behind() {
 /// Answers like the honest service, but forges: asked for the block after mc 30..=39, it answers the one
 /// after that (a real block whose prev link is not the asked one); it forges the proof of every mc block from
 /// seqno 50 on (one flipped byte in its signatures' region), and the data of shard blocks from seqno 4 on (a
-/// wrong hash).
+/// wrong hash). Its batches (`regolith.getNextBlocksFull`) carry the same forgeries, and after mc 30..=39
+/// they start one mc block late.
 #[derive(Clone)]
 struct Forger(regolith_rpc::BlockchainRpcService);
+
+/// The forgeries of [`Forger`] on one block: the proof of an mc block from seqno 50, the data (zstd) of a
+/// shard block from seqno 4.
+fn forge(block_id: &BlockId, data: &mut Bytes, proof: &mut Bytes) {
+    if block_id.is_masterchain() && block_id.seqno >= 50 {
+        let mut forged = proof.to_vec();
+        let at = forged.len() - 40;
+        forged[at] ^= 0x01;
+        *proof = Bytes::from(forged);
+    } else if !block_id.is_masterchain() && block_id.seqno >= 4 {
+        let mut raw = zstd::decode_all(&data[..]).unwrap();
+        let at = raw.len() - 5;
+        raw[at] ^= 0x01;
+        *data = Bytes::from(zstd::encode_all(&raw[..], 3).unwrap());
+    }
+}
 
 impl Forger {
     async fn answer(&self, body: &[u8]) -> Option<Bytes> {
         let mut answer = self.0.handle_query(body).await?;
+        if let Ok(request) = tl_proto::deserialize::<rpc::GetNextBlocksFull>(body) {
+            let Ok(OverlayResponse::Ok(mut batch)) =
+                tl_proto::deserialize::<OverlayResponse<proto::NextBlocks>>(&answer)
+            else {
+                return Some(answer);
+            };
+            if (30..40).contains(&request.prev_block_id.seqno) {
+                // Skip the first mc block and the shard blocks after it.
+                let next_mc = batch.blocks[1..]
+                    .iter()
+                    .position(|b| b.block_id.is_masterchain())
+                    .map_or(batch.blocks.len(), |i| i + 1);
+                batch.blocks.drain(..next_mc);
+            }
+            for entry in &mut batch.blocks {
+                forge(&entry.block_id, &mut entry.data, &mut entry.proof);
+            }
+            return Some(Bytes::from(tl_proto::serialize(OverlayResponse::Ok(batch))));
+        }
         if let Ok(rpc::GetNextBlockFull { prev_block_id }) = tl_proto::deserialize(body) {
             if prev_block_id.is_masterchain() && (30..40).contains(&prev_block_id.seqno) {
                 if let Ok(OverlayResponse::Ok(proto::BlockFull::Found { block_id, .. })) =
@@ -980,18 +1126,8 @@ impl Forger {
         else {
             return Some(answer);
         };
-        if block_id.is_masterchain() && block_id.seqno >= 50 {
-            let mut forged = proof.to_vec();
-            let at = forged.len() - 40;
-            forged[at] ^= 0x01;
-            proof = Bytes::from(forged);
-        } else if !block_id.is_masterchain() && block_id.seqno >= 4 {
-            let mut raw = zstd::decode_all(&block.data[..]).unwrap();
-            let at = raw.len() - 5;
-            raw[at] ^= 0x01;
-            block.data = Bytes::from(zstd::encode_all(&raw[..], 3).unwrap());
-            block.size = block.data.len() as u32;
-        }
+        forge(&block_id, &mut block.data, &mut proof);
+        block.size = block.data.len() as u32;
         Some(Bytes::from(tl_proto::serialize(OverlayResponse::Ok(
             proto::BlockFull::Found {
                 block_id,

@@ -19,6 +19,9 @@ pub struct BlockchainRpcServiceConfig {
     pub max_key_blocks_list_len: usize,
     /// false → state info notFound, state chunks err 1.
     pub serve_persistent_states: bool,
+    /// Answer the regolith extension `regolith.getNextBlocksFull` (false: leave it unanswered, as a stock
+    /// node does).
+    pub serve_next_blocks_batch: bool,
     /// The ingress policy (§6); `null` = no limiter.
     pub rate_limits: Option<RateLimitsConfig>,
     /// S3 proxy limits; with `s3_client` present it turns on the hybrid provider.
@@ -30,6 +33,7 @@ impl Default for BlockchainRpcServiceConfig {
         Self {
             max_key_blocks_list_len: 8,
             serve_persistent_states: true,
+            serve_next_blocks_batch: true,
             rate_limits: None,
             s3_proxy: None,
         }

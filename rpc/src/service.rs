@@ -169,6 +169,11 @@ impl BlockchainRpcService {
             metrics::counter!("regolith_rpc_unknown_queries_total").increment(1);
             return None;
         };
+        if method.is_extension() && !self.inner.config.serve_next_blocks_batch {
+            // Switched off: the query goes unanswered, exactly as a stock node treats it.
+            metrics::counter!("regolith_rpc_unknown_queries_total").increment(1);
+            return None;
+        }
         let started = Instant::now();
         metrics::counter!("regolith_rpc_requests_total", "method" => method.name()).increment(1);
         let request = match RpcRequest::decode(body) {
@@ -277,6 +282,7 @@ impl Inner {
                 self.state_chunk(&r.block_id, r.offset, StateKind::Queue, StatePart::Unsplit)
                     .await
             }
+            RpcRequest::GetNextBlocksFull(r) => self.next_blocks_full(r).await,
         }
     }
 
@@ -350,6 +356,92 @@ impl Inner {
             Ok(None) => Answer::Err(ERR_INTERNAL),
             Err(e) => internal("getNextBlockFull", e),
         }
+    }
+
+    /// `regolith.getNextBlocksFull`: the mc blocks after `prev` by next1, each followed by the shard
+    /// blocks it is the first to reference, every block whole, until the count or the byte budget (the
+    /// asked one, 4 MiB and the frame) would be passed. A block that does not fit ends the answer, so a
+    /// client misses at most the shard blocks of the last mc block, which it asks for one by one. A
+    /// failure after the first block ends the answer with what it has.
+    async fn next_blocks_full(&self, r: rpc::GetNextBlocksFull) -> Answer {
+        if !r.prev_block_id.is_masterchain() {
+            return Answer::Err(ERR_BAD_REQUEST);
+        }
+        let max_mc = r.max_mc_blocks.min(proto::MAX_BATCH_MC_BLOCKS);
+        let budget = (r.max_bytes.min(proto::MAX_BATCH_BYTES) as usize)
+            .min(self.max_chunk().try_into().unwrap_or(usize::MAX));
+        // `overlay.response.ok`, the answer's id and its count.
+        let mut used = 12usize;
+        let mut blocks = Vec::new();
+        let mut prev = r.prev_block_id;
+        'mc: for _ in 0..max_mc {
+            let next = match self.next_of(&prev).await {
+                Ok(Some(next)) => next,
+                Ok(None) => break,
+                Err(e) if blocks.is_empty() => return internal("getNextBlocksFull", e),
+                Err(_) => break,
+            };
+            match self.whole_block(&next, budget.saturating_sub(used)).await {
+                Ok(Some(entry)) => {
+                    used += entry.max_size_hint();
+                    blocks.push(entry);
+                }
+                Ok(None) => break,
+                Err(e) if blocks.is_empty() => return internal("getNextBlocksFull", e),
+                Err(_) => break,
+            }
+            prev = next;
+            let Ok(shards) = self
+                .storage
+                .shard_blocks_of(&next, proto::MAX_BATCH_SHARD_BLOCKS)
+                .await
+            else {
+                break;
+            };
+            for id in shards {
+                match self.whole_block(&id, budget.saturating_sub(used)).await {
+                    Ok(Some(entry)) => {
+                        used += entry.max_size_hint();
+                        blocks.push(entry);
+                    }
+                    Ok(None) | Err(_) => break 'mc,
+                }
+            }
+        }
+        metrics::counter!("regolith_rpc_blocks_served_total").increment(blocks.len() as u64);
+        ok(proto::NextBlocks { blocks })
+    }
+
+    /// The block after mc block `prev` by its next1 connection.
+    async fn next_of(
+        &self,
+        prev: &BlockId,
+    ) -> Result<Option<BlockId>, crate::error::ProviderError> {
+        match self.storage.handle(prev).await? {
+            Some(flags) if flags.has_next1 => self.storage.next1(prev).await,
+            _ => Ok(None),
+        }
+    }
+
+    /// A block with every part, when all of it fits in `room` bytes of a batch answer.
+    async fn whole_block(
+        &self,
+        id: &BlockId,
+        room: usize,
+    ) -> Result<Option<proto::NextBlock>, crate::error::ProviderError> {
+        let Some(parts) = self.storage.block_full(id, room as u64).await? else {
+            return Ok(None);
+        };
+        if parts.size == 0 || parts.size > parts.first_chunk.len() as u64 {
+            return Ok(None);
+        }
+        let entry = proto::NextBlock {
+            block_id: *id,
+            data: parts.first_chunk,
+            proof: parts.proof,
+            queue_diff: parts.queue_diff,
+        };
+        Ok((entry.max_size_hint() <= room).then_some(entry))
     }
 
     async fn block_data_chunk(&self, r: rpc::GetBlockDataChunk) -> Answer {

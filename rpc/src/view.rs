@@ -97,6 +97,13 @@ pub trait BlockStorageView: Send + Sync + 'static {
     async fn key_blocks_from(&self, seqno: u32, limit: usize) -> ProviderResult<Vec<BlockId>>;
     /// The zerostate proof, if stored.
     async fn zerostate_proof(&self) -> ProviderResult<Option<Bytes>>;
+    /// The shard blocks mc block `mc` is the first to reference (its top shard blocks and their
+    /// predecessors back to what an earlier mc block referenced), at most `limit`, in no particular order.
+    /// The default knows none: a batch then carries mc blocks alone.
+    async fn shard_blocks_of(&self, mc: &BlockId, limit: usize) -> ProviderResult<Vec<BlockId>> {
+        let _ = (mc, limit);
+        Ok(Vec::new())
+    }
 }
 
 #[async_trait]
@@ -132,6 +139,9 @@ impl<T: BlockStorageView + ?Sized> BlockStorageView for std::sync::Arc<T> {
     }
     async fn zerostate_proof(&self) -> ProviderResult<Option<Bytes>> {
         (**self).zerostate_proof().await
+    }
+    async fn shard_blocks_of(&self, mc: &BlockId, limit: usize) -> ProviderResult<Vec<BlockId>> {
+        (**self).shard_blocks_of(mc, limit).await
     }
 }
 
@@ -248,5 +258,44 @@ impl BlockStorageView for Storage {
 
     async fn zerostate_proof(&self) -> ProviderResult<Option<Bytes>> {
         Ok(self.node_state().load_zerostate_proof()?.map(Bytes::from))
+    }
+
+    async fn shard_blocks_of(&self, mc: &BlockId, limit: usize) -> ProviderResult<Vec<BlockId>> {
+        use regolith_storage::Direction;
+        let Some(handle) = self.handles().load_handle(mc)? else {
+            return Ok(Vec::new());
+        };
+        if !mc.is_masterchain() || !handle.has_data() {
+            return Ok(Vec::new());
+        }
+        let block = self.components().load_block_data(&handle).await?;
+        let mut level = block
+            .top_shard_blocks()
+            .map_err(|e| crate::error::ProviderError::Internal(format!("mc block {mc}: {e}")))?;
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let connections = self.connections();
+        while let Some(id) = level.pop() {
+            if out.len() >= limit {
+                break;
+            }
+            if !seen.insert(id) {
+                continue;
+            }
+            // A block an earlier mc block referenced is where the walk stops.
+            match self.handles().load_handle(&id)? {
+                Some(h) if h.ref_by_mc_seqno() == mc.seqno => {}
+                _ => continue,
+            }
+            for direction in [Direction::Prev1, Direction::Prev2] {
+                if let Some(prev) = connections.load_connection(&id, direction)? {
+                    if !prev.is_masterchain() {
+                        level.push(prev);
+                    }
+                }
+            }
+            out.push(id);
+        }
+        Ok(out)
     }
 }

@@ -1107,3 +1107,268 @@ async fn item7_a_peer_signed_with_created_at_0_is_a_target() {
         assert_eq!(n.network.known_peers().get(&ids[2]).unwrap().created_at, 0);
     }
 }
+
+/// Hands every query to a real service, counting the batch queries.
+#[derive(Clone)]
+struct CountingBatches {
+    service: regolith_rpc::BlockchainRpcService,
+    batches: Arc<AtomicUsize>,
+}
+
+impl CountingBatches {
+    fn new(storage: Arc<StubStorage>, serve_next_blocks_batch: bool) -> Self {
+        let service = regolith_rpc::BlockchainRpcService::builder()
+            .with_storage(storage)
+            .with_provider(Arc::new(StubProvider::new(1 << 20)))
+            .without_broadcast_listener()
+            .with_config(regolith_rpc::BlockchainRpcServiceConfig {
+                serve_next_blocks_batch,
+                ..Default::default()
+            })
+            .build();
+        Self {
+            service,
+            batches: Default::default(),
+        }
+    }
+}
+
+impl Service<ServiceRequest> for CountingBatches {
+    type QueryResponse = Response;
+    type OnQueryFuture = BoxFuture<'static, Option<Response>>;
+    type OnMessageFuture = Ready<()>;
+
+    fn on_query(&self, req: ServiceRequest) -> Self::OnQueryFuture {
+        if proto::Method::of_body(&req.body) == Some(proto::Method::GetNextBlocksFull) {
+            self.batches.fetch_add(1, Ordering::SeqCst);
+        }
+        self.service.on_query(req)
+    }
+
+    fn on_message(&self, _: ServiceRequest) -> Self::OnMessageFuture {
+        ready(())
+    }
+}
+
+fn batch_blob(seed: u64) -> Bytes {
+    compressed(&random(3000, seed), 3)
+}
+
+/// The batched next-blocks query: a regolith peer answers it with 16 mc blocks and their shard blocks,
+/// decoded as they are taken; a peer that leaves it unanswered (a stock node) is asked once, loses no score
+/// and keeps serving getNextBlockFull.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batch_query_is_used_with_regolith_peers_and_costs_stock_peers_nothing() {
+    let storage = Arc::new(StubStorage::default());
+    let mc = batch_chain(&storage, 20, 2, batch_blob);
+    let shards_of = |i: usize| storage.shards_of.lock()[&mc[i]].clone();
+
+    let regolith = CountingBatches::new(storage.clone(), true);
+    let regolith_node = fast_node(200, random_overlay_id(), regolith.clone());
+    let c = client_of(201, &[&regolith_node]).await;
+    let mut batch = c
+        .client
+        .get_next_blocks_full(&mc[0], 16)
+        .await
+        .unwrap()
+        .expect("a batch");
+    assert_eq!(batch.neighbour().peer_id(), &regolith_node.peer_id());
+    assert_eq!(batch.mc_blocks_left(), 16);
+    assert_eq!(batch.shard_blocks_left(), 32);
+    let first = batch.next_mc().await.unwrap().unwrap();
+    assert_eq!(first.block_id, mc[1]);
+    assert_eq!(&first.block[..], &random(3000, 2)[..]);
+    let shard = shards_of(1)[1];
+    let got = batch.take_shard(&shard).await.unwrap().unwrap();
+    assert_eq!(&got.block[..], &random(3000, 2 << 8 | 1)[..]);
+    assert!(batch.take_shard(&shard).await.is_none(), "taken once");
+    assert!(
+        batch.take_shard(&shards_of(0)[0]).await.is_none(),
+        "not in it"
+    );
+    assert_eq!(batch.next_mc().await.unwrap().unwrap().block_id, mc[2]);
+    assert_eq!(regolith.batches.load(Ordering::SeqCst), 1);
+    // At the tip there is nothing to batch.
+    assert!(c
+        .client
+        .get_next_blocks_full(&mc[20], 16)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(!batch.neighbour().was_malicious());
+
+    let stock = CountingBatches::new(storage.clone(), false);
+    let stock_node = fast_node(202, random_overlay_id(), stock.clone());
+    let c = client_of(203, &[&stock_node]).await;
+    let neighbour = c
+        .client
+        .overlay_client()
+        .neighbours()
+        .find(&stock_node.peer_id())
+        .unwrap();
+    let (score, totals) = (neighbour.score(), neighbour.totals());
+    for _ in 0..3 {
+        assert!(c
+            .client
+            .get_next_blocks_full(&mc[0], 16)
+            .await
+            .unwrap()
+            .is_none());
+    }
+    assert_eq!(stock.batches.load(Ordering::SeqCst), 1, "asked once");
+    assert_eq!(neighbour.score(), score, "no score lost");
+    assert_eq!(neighbour.totals(), totals, "nothing tracked");
+    let next = c
+        .client
+        .get_next_block_full(&mc[0], DataRequirement::Required)
+        .await
+        .unwrap();
+    assert_eq!(next.data.unwrap().block_id, mc[1]);
+}
+
+/// What a [`LyingBatches`] server puts in its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BatchLie {
+    /// mc 2, then mc 4.
+    Gap,
+    /// A shard block before any mc block.
+    ShardFirst,
+    /// The same shard block twice.
+    Twice,
+    /// A compressed blob larger than the client's block limit.
+    Oversized,
+    /// Bytes that are not the TL of a batch.
+    Garbage,
+    /// A frame that declares more than the block limit.
+    DeclaredBomb,
+    /// A frame without a declared size that decodes to more than the block limit.
+    StreamedBomb,
+}
+
+#[derive(Clone)]
+struct LyingBatches {
+    lie: BatchLie,
+    mc: Vec<BlockId>,
+    shard: BlockId,
+}
+
+impl LyingBatches {
+    fn entry(id: BlockId, data: Bytes) -> proto::NextBlock {
+        proto::NextBlock {
+            block_id: id,
+            data,
+            proof: Bytes::from_static(b"proof"),
+            queue_diff: Bytes::from_static(b"diff"),
+        }
+    }
+
+    fn answer(&self) -> Bytes {
+        let small = batch_blob(1);
+        let (mc, shard) = (self.mc.clone(), self.shard);
+        let blocks = match self.lie {
+            BatchLie::Gap => vec![Self::entry(mc[1], small.clone()), Self::entry(mc[3], small)],
+            BatchLie::ShardFirst => {
+                vec![Self::entry(shard, small.clone()), Self::entry(mc[1], small)]
+            }
+            BatchLie::Twice => vec![
+                Self::entry(mc[1], small.clone()),
+                Self::entry(shard, small.clone()),
+                Self::entry(shard, small),
+            ],
+            BatchLie::Oversized => vec![Self::entry(mc[1], Bytes::from(random(64 << 10, 5)))],
+            BatchLie::Garbage => return Bytes::from_static(b"\x07\x9b\x3f\xcc not a batch"),
+            BatchLie::DeclaredBomb => {
+                let bomb = zstd::bulk::compress(&vec![0u8; 8 << 20], 3).unwrap();
+                vec![Self::entry(mc[1], Bytes::from(bomb))]
+            }
+            BatchLie::StreamedBomb => vec![Self::entry(mc[1], compressed(&vec![0u8; 8 << 20], 3))],
+        };
+        Bytes::from(tl_proto::serialize(OverlayResponse::Ok(
+            proto::NextBlocks { blocks },
+        )))
+    }
+}
+
+impl Service<ServiceRequest> for LyingBatches {
+    type QueryResponse = Response;
+    type OnQueryFuture = Ready<Option<Response>>;
+    type OnMessageFuture = Ready<()>;
+
+    fn on_query(&self, req: ServiceRequest) -> Self::OnQueryFuture {
+        let answer = (proto::Method::of_body(&req.body) == Some(proto::Method::GetNextBlocksFull))
+            .then(|| Response {
+                version: Default::default(),
+                body: self.answer(),
+            });
+        ready(answer)
+    }
+
+    fn on_message(&self, _: ServiceRequest) -> Self::OnMessageFuture {
+        ready(())
+    }
+}
+
+/// A batch that breaks a shape rule is refused before anything in it is decompressed, and its sender is
+/// punished as malicious; a compression bomb in a well-shaped batch fails when its block is taken, past the
+/// block limit and no further.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_lies_is_refused_and_its_sender_punished() {
+    let storage = StubStorage::default();
+    let mc = batch_chain(&storage, 4, 1, batch_blob);
+    let shard = storage.shards_of.lock()[&mc[1]][0];
+    let config = regolith_rpc::config::BlockchainRpcClientConfig {
+        max_block_size: bytesize::ByteSize::kib(32),
+        ..Default::default()
+    };
+    for (i, lie) in [
+        BatchLie::Gap,
+        BatchLie::ShardFirst,
+        BatchLie::Twice,
+        BatchLie::Oversized,
+        BatchLie::Garbage,
+        BatchLie::DeclaredBomb,
+        BatchLie::StreamedBomb,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ip = 210 + 2 * i as u8;
+        let liar = fast_node(
+            ip,
+            random_overlay_id(),
+            LyingBatches {
+                lie,
+                mc: mc.clone(),
+                shard,
+            },
+        );
+        let c = client_with(ip + 1, &[&liar], config.clone()).await;
+        let neighbour = c
+            .client
+            .overlay_client()
+            .neighbours()
+            .find(&liar.peer_id())
+            .unwrap();
+        let got = c.client.get_next_blocks_full(&mc[0], 16).await;
+        match lie {
+            BatchLie::DeclaredBomb | BatchLie::StreamedBomb => {
+                let mut batch = got.unwrap().expect("a well-shaped batch");
+                let e = batch.next_mc().await.unwrap().unwrap_err();
+                assert!(
+                    e.to_string().contains("more than the limit of 32768"),
+                    "{lie:?}: {e}"
+                );
+            }
+            BatchLie::Garbage => {
+                // Garbage from a peer never known to answer the query: it is taken for a stock node.
+                assert!(got.unwrap().is_none(), "{lie:?}");
+                assert!(!neighbour.was_malicious(), "{lie:?}");
+            }
+            _ => {
+                let e = got.unwrap_err();
+                assert!(matches!(e, ClientError::InvalidResponse(_)), "{lie:?}: {e}");
+                assert!(neighbour.was_malicious(), "{lie:?}: punished");
+            }
+        }
+    }
+}

@@ -10,6 +10,7 @@ use regolith_rpc::proto::{self, rpc, OverlayResponse};
 use regolith_rpc::{
     ArchiveLookup, BlockchainRpcServiceConfig, HandleFlags, StateInfo, StateKind, StatePart,
 };
+use tycho_types::models::BlockId;
 use tycho_types::prelude::HashBytes;
 
 const MIB: usize = 1 << 20;
@@ -171,7 +172,7 @@ async fn key_ids(
 
 async fn next_keys(
     svc: &regolith_rpc::BlockchainRpcService,
-    block_id: tycho_types::models::BlockId,
+    block_id: BlockId,
     max_size: u32,
 ) -> Result<(Vec<u32>, bool), u32> {
     match ask::<proto::KeyBlockIds, _>(svc, rpc::GetNextKeyBlockIds { block_id, max_size }).await {
@@ -620,4 +621,116 @@ async fn infos_proofs_and_chunk_cap() {
             proof: Bytes::from_static(b"zp")
         })
     );
+}
+
+async fn batch(
+    svc: &regolith_rpc::BlockchainRpcService,
+    prev: BlockId,
+    max_mc_blocks: u32,
+    max_bytes: u32,
+) -> Vec<proto::NextBlock> {
+    match ask::<proto::NextBlocks, _>(
+        svc,
+        rpc::GetNextBlocksFull {
+            prev_block_id: prev,
+            max_mc_blocks,
+            max_bytes,
+        },
+    )
+    .await
+    {
+        OverlayResponse::Ok(answer) => answer.blocks,
+        OverlayResponse::Err(code) => panic!("err {code}"),
+    }
+}
+
+/// The batched next-blocks extension: mc blocks in next1 order, each followed by its own shard blocks, every
+/// block whole; capped at 16 mc blocks and by the byte budget, a block that does not fit ending the answer;
+/// empty at the tip; unanswered, like a stock node, when switched off.
+#[tokio::test]
+async fn next_blocks_batch_follows_next1_and_stops_at_the_budget() {
+    let storage = Arc::new(StubStorage::default());
+    let mc = batch_chain(&storage, 20, 2, |seed| {
+        Bytes::from(pseudo_random(1000, seed))
+    });
+    let svc = service(storage.clone(), Arc::new(StubProvider::new(MIB as u64)));
+
+    let blocks = batch(&svc, mc[0], 3, 4 << 20).await;
+    let ids: Vec<BlockId> = blocks.iter().map(|b| b.block_id).collect();
+    let shards = |seqno: u32| storage.shards_of.lock()[&mc[seqno as usize - 1]].clone();
+    let mut expected = Vec::new();
+    for seqno in 2..=4 {
+        expected.push(mc[seqno as usize - 1]);
+        expected.extend(shards(seqno));
+    }
+    assert_eq!(ids, expected);
+    for b in &blocks {
+        assert_eq!(b.data.len(), 1000, "whole blobs");
+        assert_eq!(&b.proof[..], b"proof");
+        assert_eq!(&b.queue_diff[..], b"diff");
+    }
+
+    // At most 16 mc blocks, whatever is asked.
+    let blocks = batch(&svc, mc[0], 1000, 4 << 20).await;
+    assert_eq!(
+        blocks
+            .iter()
+            .filter(|b| b.block_id.is_masterchain())
+            .count(),
+        16
+    );
+
+    // A budget for one mc block and one of its shard blocks: the second shard block ends the answer.
+    let entry = 4 + 80 + 4 + 1000 + 8 + 8;
+    let blocks = batch(&svc, mc[0], 16, (12 + 2 * entry) as u32).await;
+    let ids: Vec<BlockId> = blocks.iter().map(|b| b.block_id).collect();
+    assert_eq!(ids, vec![mc[1], shards(2)[0]]);
+    // Not even the first block fits: nothing to batch.
+    assert!(batch(&svc, mc[0], 16, 500).await.is_empty());
+
+    // At the tip, and after an unknown or a shard block.
+    assert!(batch(&svc, *mc.last().unwrap(), 16, 4 << 20)
+        .await
+        .is_empty());
+    assert!(batch(&svc, mc_block(500, 9), 16, 4 << 20).await.is_empty());
+    assert!(matches!(
+        ask::<proto::NextBlocks, _>(
+            &svc,
+            rpc::GetNextBlocksFull {
+                prev_block_id: shard_block(1, 1),
+                max_mc_blocks: 16,
+                max_bytes: 4 << 20,
+            },
+        )
+        .await,
+        OverlayResponse::Err(1)
+    ));
+
+    // A block whose parts are not all stored ends the answer before it.
+    storage
+        .blocks
+        .lock()
+        .get_mut(&mc[3])
+        .unwrap()
+        .flags
+        .has_proof = false;
+    let blocks = batch(&svc, mc[0], 16, 4 << 20).await;
+    assert_eq!(blocks.len(), 2 * 3, "mc 2 and 3 with their shard blocks");
+
+    // Switched off: no answer at all, as from a stock node.
+    let off = regolith_rpc::BlockchainRpcService::builder()
+        .with_storage(storage)
+        .with_provider(Arc::new(StubProvider::new(MIB as u64)))
+        .without_broadcast_listener()
+        .with_config(BlockchainRpcServiceConfig {
+            serve_next_blocks_batch: false,
+            ..Default::default()
+        })
+        .build();
+    let body = tl_proto::serialize(rpc::GetNextBlocksFull {
+        prev_block_id: mc[0],
+        max_mc_blocks: 16,
+        max_bytes: 4 << 20,
+    });
+    assert!(off.handle_query(&body).await.is_none());
 }

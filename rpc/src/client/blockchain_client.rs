@@ -15,7 +15,9 @@ use tycho_network::PeerId;
 use tycho_types::models::BlockId;
 
 use super::broadcast_timeout::BroadcastTimeout;
-use super::download::{download_chunks, ChunkedDownload, DownloadLimits, VerifyingSink};
+use super::download::{
+    decode_whole, download_chunks, ChunkedDownload, DownloadLimits, VerifyingSink,
+};
 use super::error::ClientError;
 use super::history::RequestHistory;
 use super::neighbour::{Neighbour, Punishment};
@@ -64,6 +66,109 @@ pub struct BlockDataFullWithNeighbour {
     /// The neighbour that answered last.
     pub neighbour: Arc<Neighbour>,
 }
+
+/// Blocks after an mc block from one neighbour (`regolith.getNextBlocksFull`), checked in shape when they
+/// arrived: the mc blocks consecutive from the one after the asked block, the shard blocks each once, every
+/// compressed blob within `max_block_size`. A block is decompressed only when it is taken.
+#[derive(Debug)]
+pub struct NextBlocksBatch {
+    mc: std::collections::VecDeque<proto::NextBlock>,
+    shards: std::collections::HashMap<BlockId, proto::NextBlock>,
+    neighbour: Arc<Neighbour>,
+    max_block_size: u64,
+}
+
+impl NextBlocksBatch {
+    /// The neighbour that sent the batch: the one to blame for a block in it that fails a check.
+    pub fn neighbour(&self) -> &Arc<Neighbour> {
+        &self.neighbour
+    }
+
+    /// The mc blocks not taken yet.
+    pub fn mc_blocks_left(&self) -> usize {
+        self.mc.len()
+    }
+
+    /// The shard blocks not taken yet.
+    pub fn shard_blocks_left(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The next mc block of the batch, decompressed; the first is the one after the asked block.
+    pub async fn next_mc(&mut self) -> Option<Result<BlockDataFull, ClientError>> {
+        let entry = self.mc.pop_front()?;
+        Some(decode_entry(entry, self.max_block_size).await)
+    }
+
+    /// Shard block `id`, decompressed, when the batch carries it.
+    pub async fn take_shard(&mut self, id: &BlockId) -> Option<Result<BlockDataFull, ClientError>> {
+        let entry = self.shards.remove(id)?;
+        Some(decode_entry(entry, self.max_block_size).await)
+    }
+}
+
+async fn decode_entry(entry: proto::NextBlock, max: u64) -> Result<BlockDataFull, ClientError> {
+    let block = decode_whole(entry.data.clone(), max)
+        .await
+        .map_err(|e| ClientError::InvalidResponse(format!("block {}: {e}", entry.block_id)))?;
+    Ok(BlockDataFull {
+        block_id: entry.block_id,
+        block: Bytes::from(block),
+        proof: entry.proof,
+        queue_diff: entry.queue_diff,
+        compressed_block: Some(entry.data),
+    })
+}
+
+/// The shape checks of a batch answer after mc block `prev`, before any of it is decompressed.
+fn check_batch(
+    prev: &BlockId,
+    blocks: Vec<proto::NextBlock>,
+    max_block_size: u64,
+) -> Result<
+    (
+        std::collections::VecDeque<proto::NextBlock>,
+        std::collections::HashMap<BlockId, proto::NextBlock>,
+    ),
+    String,
+> {
+    let mut mc = std::collections::VecDeque::new();
+    let mut shards = std::collections::HashMap::new();
+    for (i, entry) in blocks.into_iter().enumerate() {
+        let id = entry.block_id;
+        if entry.data.is_empty() || entry.data.len() as u64 > max_block_size {
+            return Err(format!(
+                "block {id} of {} compressed bytes (the limit is {max_block_size})",
+                entry.data.len()
+            ));
+        }
+        if id.is_masterchain() {
+            let expected = prev.seqno as u64 + 1 + mc.len() as u64;
+            if u64::from(id.seqno) != expected {
+                return Err(format!("mc block {id} where mc seqno {expected} was due"));
+            }
+            mc.push_back(entry);
+        } else if i == 0 {
+            return Err(format!("shard block {id} before any mc block"));
+        } else if shards.insert(id, entry).is_some() {
+            return Err(format!("shard block {id} twice"));
+        }
+    }
+    Ok((mc, shards))
+}
+
+/// What a neighbour is known to make of `regolith.getNextBlocksFull`.
+#[derive(Debug, Clone, Copy)]
+enum BatchSupport {
+    /// It answered one.
+    Yes,
+    /// It left one unanswered (a stock node does) at this instant.
+    No(Instant),
+}
+
+/// A neighbour that left the batch query unanswered is not asked it again for this long (it may be
+/// updated meanwhile).
+const BATCH_REPROBE: Duration = Duration::from_secs(3600);
 
 /// An archive found by [`BlockchainRpcClient::find_archive`].
 #[derive(Debug, Clone)]
@@ -171,6 +276,7 @@ struct Inner {
     broadcast_timeout: Mutex<BroadcastTimeout>,
     clock: Instant,
     max_frame_size: u64,
+    batch_support: Mutex<std::collections::HashMap<PeerId, BatchSupport>>,
 }
 
 /// The blockchain RPC client. Cheap to clone.
@@ -240,6 +346,7 @@ impl BlockchainRpcClientBuilder {
                 broadcast_timeout: Mutex::new(timeout),
                 clock: Instant::now(),
                 max_frame_size: self.max_frame_size.unwrap_or(DEFAULT_MAX_FRAME_SIZE),
+                batch_support: Mutex::default(),
             }),
         })
     }
@@ -382,6 +489,112 @@ impl BlockchainRpcClient {
             &self.inner.histories.get_next_block_full,
         )
         .await
+    }
+
+    /// Up to `max_mc_blocks` mc blocks after `prev` with the shard blocks each is the first to reference,
+    /// in one answer (`regolith.getNextBlocksFull`, a regolith extension), from a neighbour chosen as for
+    /// getNextBlockFull among those not known to leave it unanswered. `Ok(None)` when there is no such
+    /// neighbour, when the one asked does not answer it (a stock node; it is not asked again for an hour and
+    /// loses no score), or when it has nothing to batch: the caller then uses getNextBlockFull. Once a
+    /// neighbour has answered the query, its answers are scored like any other, and one that fails the shape
+    /// checks is punished as malicious.
+    pub async fn get_next_blocks_full(
+        &self,
+        prev: &BlockId,
+        max_mc_blocks: u32,
+    ) -> Result<Option<NextBlocksBatch>, ClientError> {
+        let overlay = &self.inner.overlay;
+        let history = &self.inner.histories.get_next_block_full;
+        let excluded: Vec<PeerId> = {
+            let mut support = self.inner.batch_support.lock();
+            support
+                .retain(|_, s| !matches!(s, BatchSupport::No(at) if at.elapsed() > BATCH_REPROBE));
+            support
+                .iter()
+                .filter(|(_, s)| matches!(s, BatchSupport::No(_)))
+                .map(|(peer, _)| *peer)
+                .collect()
+        };
+        let Some(neighbour) = overlay
+            .neighbours()
+            .choose_excluding(Some(history), &excluded)
+        else {
+            return Ok(None);
+        };
+        let peer = *neighbour.peer_id();
+        let known = matches!(
+            self.inner.batch_support.lock().get(&peer),
+            Some(BatchSupport::Yes)
+        );
+        let max_bytes = u64::from(proto::MAX_BATCH_BYTES).min(self.chunk_cap()) as u32;
+        let body = Bytes::from(tl_proto::serialize(rpc::GetNextBlocksFull {
+            prev_block_id: *prev,
+            max_mc_blocks: max_mc_blocks.min(proto::MAX_BATCH_MC_BLOCKS),
+            max_bytes,
+        }));
+        let not_supported = || {
+            self.inner
+                .batch_support
+                .lock()
+                .insert(peer, BatchSupport::No(Instant::now()));
+            metrics::counter!("regolith_rpc_client_batch_unsupported_total").increment(1);
+            tracing::debug!(%peer, "the neighbour does not answer the batched next-blocks query");
+            Ok(None)
+        };
+        let (answer, rtt) = if known {
+            overlay.query_raw(&neighbour, body).await?
+        } else {
+            // A probe: a stock node leaves the query unanswered, which is no fault of it.
+            match super::overlay_client::query_untracked(overlay, &neighbour, body).await {
+                Ok(answer) => answer,
+                Err(_) => return not_supported(),
+            }
+        };
+        let handle =
+            super::overlay_client::QueryHandle::new(neighbour.clone(), rtt, Some(history.clone()));
+        let blocks =
+            match tl_proto::deserialize::<proto::OverlayResponse<proto::NextBlocks>>(&answer) {
+                Ok(proto::OverlayResponse::Ok(answer)) => answer.blocks,
+                Ok(proto::OverlayResponse::Err(_)) | Err(_) if !known => return not_supported(),
+                Ok(proto::OverlayResponse::Err(code)) => {
+                    handle.reject();
+                    return Err(ClientError::RequestFailed(code));
+                }
+                Err(e) => {
+                    handle.punish(Punishment::Malicious);
+                    return Err(ClientError::InvalidResponse(format!(
+                        "nextBlocks of {} bytes from {peer}: {e}",
+                        answer.len()
+                    )));
+                }
+            };
+        self.inner
+            .batch_support
+            .lock()
+            .insert(peer, BatchSupport::Yes);
+        let max_block_size = self.inner.config.max_block_size.as_u64();
+        let (mc, shards) = match check_batch(prev, blocks, max_block_size) {
+            Ok(checked) => checked,
+            Err(e) => {
+                handle.punish(Punishment::Malicious);
+                return Err(ClientError::InvalidResponse(format!(
+                    "nextBlocks from {peer}: {e}"
+                )));
+            }
+        };
+        if mc.is_empty() {
+            handle.ignore();
+            return Ok(None);
+        }
+        handle.accept();
+        metrics::counter!("regolith_rpc_client_batch_blocks_total")
+            .increment((mc.len() + shards.len()) as u64);
+        Ok(Some(NextBlocksBatch {
+            mc,
+            shards,
+            neighbour,
+            max_block_size,
+        }))
     }
 
     async fn block_full(

@@ -460,6 +460,40 @@ fn decode_inline(frame: &[u8], max: u64) -> Inline {
     })
 }
 
+/// Decodes a compressed object that came whole (an entry of a batch answer) into at most `max` bytes:
+/// one small frame that declares its size on this task, anything else on a blocking thread with a
+/// streaming decoder that stops past `max`. The error names what was wrong with the data.
+pub(super) async fn decode_whole(data: Bytes, max: u64) -> Result<Vec<u8>, String> {
+    if let Ok(Some(content)) = zstd::zstd_safe::get_frame_content_size(&data) {
+        if content > max {
+            return Err(format!(
+                "its frame declares {content} bytes, more than the limit of {max}"
+            ));
+        }
+    }
+    match decode_inline(&data, max) {
+        Inline::Decoded(out) => return Ok(out),
+        Inline::Invalid(e) => return Err(e),
+        Inline::Streamed => {}
+    }
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let decoder =
+            zstd::stream::read::Decoder::with_buffer(&data[..]).map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        decoder
+            .take(max.saturating_add(1))
+            .read_to_end(&mut out)
+            .map_err(|e| e.to_string())?;
+        if out.len() as u64 > max {
+            return Err(format!("it decodes to more than the limit of {max} bytes"));
+        }
+        Ok(out)
+    })
+    .await
+    .map_err(|e| format!("the decompressing thread failed: {e}"))?
+}
+
 /// The handle that came with a chunk.
 enum Handle {
     /// The answer that carried the first chunk.

@@ -13,8 +13,8 @@ mod peer_book;
 
 pub use blockchain_client::{
     ArchiveSearch, BlockDataFull, BlockDataFullWithNeighbour, BlockchainRpcClient,
-    BlockchainRpcClientBuilder, DataRequirement, OwnMessageListener, PendingArchive,
-    PendingPersistentState, PendingStatePart,
+    BlockchainRpcClientBuilder, DataRequirement, NextBlocksBatch, OwnMessageListener,
+    PendingArchive, PendingPersistentState, PendingStatePart,
 };
 pub use broadcast_timeout::BroadcastTimeout;
 pub use download::{download_with_retries, VerifyingSink, MAX_IN_FLIGHT};

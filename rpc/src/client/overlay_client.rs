@@ -394,11 +394,20 @@ fn remember_recent(inner: &Inner) {
     inner.neighbours.book().remember_recent(infos);
 }
 
-async fn query_raw(
+/// Why a query brought no answer.
+enum QueryFailure {
+    /// The transport failed.
+    Network(anyhow::Error),
+    /// No answer within the query timeout.
+    Timeout,
+}
+
+/// Sends a query and waits for the answer, scoring nothing.
+async fn send_query(
     inner: &Inner,
     neighbour: &Arc<Neighbour>,
     body: Bytes,
-) -> Result<(Bytes, Duration), ClientError> {
+) -> (Result<Bytes, QueryFailure>, Duration) {
     let started = Instant::now();
     let request = Request {
         version: Default::default(),
@@ -413,9 +422,40 @@ async fn query_raw(
     )
     .await;
     let rtt = started.elapsed();
-    match answer {
-        Ok(Ok(response)) => Ok((response.body, rtt)),
-        Ok(Err(e)) => {
+    let answer = match answer {
+        Ok(Ok(response)) => Ok(response.body),
+        Ok(Err(e)) => Err(QueryFailure::Network(e)),
+        Err(_) => Err(QueryFailure::Timeout),
+    };
+    (answer, rtt)
+}
+
+fn network_error(neighbour: &Neighbour, e: &anyhow::Error) -> ClientError {
+    ClientError::Network(format!("query to {}: {e:#}", neighbour.peer_id()))
+}
+
+/// A query that scores nothing, whatever comes of it: for a question the peer may not know (an
+/// extension a stock node leaves unanswered), where silence is no fault.
+pub(crate) async fn query_untracked(
+    client: &PublicOverlayClient,
+    neighbour: &Arc<Neighbour>,
+    body: Bytes,
+) -> Result<(Bytes, Duration), ClientError> {
+    match send_query(&client.inner, neighbour, body).await {
+        (Ok(answer), rtt) => Ok((answer, rtt)),
+        (Err(QueryFailure::Network(e)), _) => Err(network_error(neighbour, &e)),
+        (Err(QueryFailure::Timeout), _) => Err(ClientError::Timeout),
+    }
+}
+
+async fn query_raw(
+    inner: &Inner,
+    neighbour: &Arc<Neighbour>,
+    body: Bytes,
+) -> Result<(Bytes, Duration), ClientError> {
+    match send_query(inner, neighbour, body).await {
+        (Ok(answer), rtt) => Ok((answer, rtt)),
+        (Err(QueryFailure::Network(e)), rtt) => {
             neighbour.track(Outcome::Reject, rtt);
             if let Some(c) = e.downcast_ref::<ConnectionError>() {
                 match c {
@@ -428,12 +468,9 @@ async fn query_raw(
             } else if e.downcast_ref::<UnknownPeerError>().is_some() {
                 // §7.1 deviation: an unknown peer is not malicious.
             }
-            Err(ClientError::Network(format!(
-                "query to {}: {e:#}",
-                neighbour.peer_id()
-            )))
+            Err(network_error(neighbour, &e))
         }
-        Err(_) => {
+        (Err(QueryFailure::Timeout), rtt) => {
             neighbour.track(Outcome::Reject, rtt);
             neighbour.punish(Punishment::Slow);
             Err(ClientError::Timeout)

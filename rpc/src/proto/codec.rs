@@ -166,3 +166,43 @@ pub mod part_vec {
         Ok(parts)
     }
 }
+
+/// At most [`next_block_vec::MAX_ENTRIES`] boxed `regolith.nextBlock` items.
+pub mod next_block_vec {
+    use super::*;
+    use crate::proto::{NextBlock, MAX_BATCH_MC_BLOCKS, MAX_BATCH_SHARD_BLOCKS};
+
+    /// The largest accepted count: every mc block of a batch with all the shard blocks it may bring.
+    pub const MAX_ENTRIES: usize = MAX_BATCH_MC_BLOCKS as usize * (1 + MAX_BATCH_SHARD_BLOCKS);
+    /// The fewest bytes one item takes: its id, the bare block id and three empty byte strings.
+    const MIN_ITEM_LEN: usize = 4 + BLOCK_ID_WIRE_LEN + 3 * 4;
+
+    /// Count plus the boxed items.
+    pub fn size_hint(items: &[NextBlock]) -> usize {
+        4 + items.iter().map(TlWrite::max_size_hint).sum::<usize>()
+    }
+
+    /// u32 count, then each item with its id.
+    pub fn write<P: TlPacket>(items: &[NextBlock], packet: &mut P) {
+        packet.write_u32(items.len() as u32);
+        for item in items {
+            item.write_to(packet);
+        }
+    }
+
+    /// Rejects more than [`MAX_ENTRIES`] items, and a count the remaining bytes cannot hold.
+    pub fn read(packet: &mut &[u8]) -> TlResult<Vec<NextBlock>> {
+        let len = u32::read_from(packet)? as usize;
+        if len > MAX_ENTRIES {
+            return Err(TlError::InvalidData);
+        }
+        if len > packet.len() / MIN_ITEM_LEN {
+            return Err(TlError::UnexpectedEof);
+        }
+        let mut items = Vec::with_capacity(len);
+        for _ in 0..len {
+            items.push(NextBlock::read_from(packet)?);
+        }
+        Ok(items)
+    }
+}

@@ -68,6 +68,10 @@ pub mod ids {
     pub const DATA: u32 = 0x921c0ea3;
     /// `blockchain.broadcast.message`.
     pub const BROADCAST_MESSAGE: u32 = 0xe74485b6;
+    /// `regolith.nextBlock` (a regolith extension).
+    pub const NEXT_BLOCK: u32 = super::NextBlock::TL_ID;
+    /// `regolith.nextBlocks` (a regolith extension).
+    pub const NEXT_BLOCKS: u32 = super::NextBlocks::TL_ID;
 
     /// `blockchain.getNextKeyBlockIds`.
     pub const GET_NEXT_KEY_BLOCK_IDS: u32 = super::rpc::GetNextKeyBlockIds::TL_ID;
@@ -101,6 +105,8 @@ pub mod ids {
     /// `blockchain.getPersistentQueueStateChunk`.
     pub const GET_PERSISTENT_QUEUE_STATE_CHUNK: u32 =
         super::rpc::GetPersistentQueueStateChunk::TL_ID;
+    /// `regolith.getNextBlocksFull` (a regolith extension).
+    pub const GET_NEXT_BLOCKS_FULL: u32 = super::rpc::GetNextBlocksFull::TL_ID;
 }
 
 /// The fixed block-data chunk size (§2.7): 1 MiB.
@@ -343,6 +349,38 @@ pub struct MessageBroadcast {
     pub data: Bytes,
 }
 
+/// `regolith.nextBlock`: one block of a batch, its whole compressed data in the answer.
+#[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed, id = 0x7af79157)]
+pub struct NextBlock {
+    /// Bare block id.
+    #[tl(with = "codec::block_id")]
+    pub block_id: BlockId,
+    /// The whole compressed block blob.
+    pub data: Bytes,
+    /// Raw proof.
+    pub proof: Bytes,
+    /// Raw queue diff.
+    pub queue_diff: Bytes,
+}
+
+/// `regolith.nextBlocks`: mc blocks in order after the asked one, each followed by the shard blocks it is
+/// the first to reference (as many as fit); empty when the server has nothing it can batch.
+#[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+#[tl(boxed, id = 0x9bf7fa6a)]
+pub struct NextBlocks {
+    /// At most [`codec::next_block_vec::MAX_ENTRIES`] boxed entries.
+    #[tl(with = "codec::next_block_vec")]
+    pub blocks: Vec<NextBlock>,
+}
+
+/// The most mc blocks one `regolith.nextBlocks` answer carries.
+pub const MAX_BATCH_MC_BLOCKS: u32 = 16;
+/// The most shard blocks one mc block of a batch brings along.
+pub const MAX_BATCH_SHARD_BLOCKS: usize = 64;
+/// The most bytes of one `regolith.nextBlocks` answer (4 MiB; the frame limit may lower it).
+pub const MAX_BATCH_BYTES: u32 = 4 << 20;
+
 /// The body of a broadcast overlay message (§2.2 item 2): `broadcastPrefix ‖ broadcast.message`.
 pub fn broadcast_body(message: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(12 + message.len());
@@ -493,6 +531,20 @@ pub mod rpc {
         /// Offset.
         pub offset: u64,
     }
+
+    /// `regolith.getNextBlocksFull` (a regolith extension): up to `max_mc_blocks` mc blocks after
+    /// `prev_block_id` with their shard blocks, in at most `max_bytes`.
+    #[derive(Debug, Clone, PartialEq, Eq, TlRead, TlWrite)]
+    #[tl(boxed, id = 0x5cd74557)]
+    pub struct GetNextBlocksFull {
+        /// The last mc block the asker has.
+        #[tl(with = "codec::block_id")]
+        pub prev_block_id: BlockId,
+        /// The most mc blocks wanted (the server caps it at [`super::MAX_BATCH_MC_BLOCKS`]).
+        pub max_mc_blocks: u32,
+        /// The most bytes wanted (the server caps it at [`super::MAX_BATCH_BYTES`] and its frame).
+        pub max_bytes: u32,
+    }
 }
 
 /// Declares the request methods once: for each, its variant name, its request type (whose boxed TL id is
@@ -601,9 +653,16 @@ rpc_methods! {
         "getPersistentShardStatePartChunk", heavy;
     /// `getPersistentQueueStateChunk`.
     GetPersistentQueueStateChunk(rpc::GetPersistentQueueStateChunk) = "getPersistentQueueStateChunk", heavy;
+    /// `regolith.getNextBlocksFull` (a regolith extension).
+    GetNextBlocksFull(rpc::GetNextBlocksFull) = "getNextBlocksFull", heavy;
 }
 
 impl Method {
+    /// Whether the method is a regolith extension (`regolith.*`), which stock nodes do not answer.
+    pub fn is_extension(self) -> bool {
+        matches!(self, Self::GetNextBlocksFull)
+    }
+
     /// The method of a body, from its first u32.
     pub fn of_body(body: &[u8]) -> Option<Self> {
         let id = u32::from_le_bytes(body.get(..4)?.try_into().ok()?);

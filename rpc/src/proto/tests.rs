@@ -100,10 +100,13 @@ fn ids_match_schema_lines() {
         ),
         ("blockchain.data", ids::DATA),
         ("blockchain.broadcast.message", ids::BROADCAST_MESSAGE),
+        ("regolith.nextBlock", ids::NEXT_BLOCK),
+        ("regolith.nextBlocks", ids::NEXT_BLOCKS),
     ];
     let requests = Method::ALL.iter().map(|method| {
         let name = match method.name() {
             "ping" => "overlay.ping".to_string(),
+            name if method.is_extension() => format!("regolith.{name}"),
             name => format!("blockchain.{name}"),
         };
         (name, method.id())
@@ -525,4 +528,63 @@ fn block_full_has_boxed_block_data() {
         hex("bb0c3a23 00000000")
     );
     assert_eq!(ser(PersistentStateInfo::NotFound), hex("9969cf33"));
+}
+
+/// The batch extension: each entry boxed, the request's three fields in order, and counts that could not
+/// be real refused before anything is allocated for them.
+#[test]
+fn next_blocks_batch_is_boxed_and_bounded() {
+    let entry = NextBlock {
+        block_id: mc_id(),
+        data: Bytes::from_static(b"abc"),
+        proof: Bytes::from_static(b"p"),
+        queue_diff: Bytes::new(),
+    };
+    let value = NextBlocks {
+        blocks: vec![entry.clone(), entry.clone()],
+    };
+    let bytes = ser(value.clone());
+    assert_eq!(&bytes[..4], &ids::NEXT_BLOCKS.to_le_bytes());
+    assert_eq!(&bytes[4..8], &2u32.to_le_bytes());
+    assert_eq!(
+        &bytes[8..12],
+        &ids::NEXT_BLOCK.to_le_bytes(),
+        "entries keep their id"
+    );
+    let entry_len = 4 + 80 + 4 + 4 + 4;
+    assert_eq!(bytes.len(), 8 + 2 * entry_len);
+    assert_eq!(de::<NextBlocks>(&bytes).unwrap(), value);
+    assert_eq!(
+        ser(NextBlocks { blocks: Vec::new() }),
+        hex("6afaf79b 00000000")
+    );
+
+    // A count the rest of the answer cannot hold.
+    let mut lie = bytes.clone();
+    lie[4..8].copy_from_slice(&3u32.to_le_bytes());
+    assert!(de::<NextBlocks>(&lie).is_err());
+    // A count above the batch's ceiling, whatever follows.
+    let mut huge = ids::NEXT_BLOCKS.to_le_bytes().to_vec();
+    huge.extend_from_slice(&(codec::next_block_vec::MAX_ENTRIES as u32 + 1).to_le_bytes());
+    huge.resize(
+        huge.len() + (codec::next_block_vec::MAX_ENTRIES + 1) * entry_len,
+        0,
+    );
+    assert!(matches!(de::<NextBlocks>(&huge), Err(TlError::InvalidData)));
+
+    let request = rpc::GetNextBlocksFull {
+        prev_block_id: mc_id(),
+        max_mc_blocks: 16,
+        max_bytes: 4 << 20,
+    };
+    let body = ser(request.clone());
+    assert_eq!(&body[..4], &hex("5745d75c")[..]);
+    assert_eq!(body.len(), 4 + 80 + 4 + 4);
+    assert_eq!(&body[84..88], &16u32.to_le_bytes());
+    assert_eq!(
+        RpcRequest::decode(&body).unwrap(),
+        RpcRequest::GetNextBlocksFull(request)
+    );
+    assert!(Method::GetNextBlocksFull.is_extension() && Method::GetNextBlocksFull.is_heavy());
+    assert!(!Method::GetNextBlockFull.is_extension());
 }

@@ -32,10 +32,20 @@ pub(crate) struct StubStorage {
     pub blocks: Mutex<HashMap<BlockId, StubBlock>>,
     pub key_blocks: Mutex<BTreeMap<u32, BlockId>>,
     pub zerostate_proof: Mutex<Option<Bytes>>,
+    /// The shard blocks each mc block is the first to reference.
+    pub shards_of: Mutex<HashMap<BlockId, Vec<BlockId>>>,
     pub fail: Mutex<bool>,
 }
 
 impl StubStorage {
+    /// Links `prev` to `next` by next1.
+    pub(crate) fn link(&self, prev: &BlockId, next: BlockId) {
+        let mut blocks = self.blocks.lock();
+        let block = blocks.get_mut(prev).expect("a stored block");
+        block.flags.has_next1 = true;
+        block.next1 = Some(next);
+    }
+
     pub(crate) fn insert_full(&self, id: BlockId, data: Bytes) {
         self.blocks.lock().insert(
             id,
@@ -124,6 +134,14 @@ impl BlockStorageView for StubStorage {
     async fn zerostate_proof(&self) -> ProviderResult<Option<Bytes>> {
         self.check()?;
         Ok(self.zerostate_proof.lock().clone())
+    }
+    async fn shard_blocks_of(&self, mc: &BlockId, limit: usize) -> ProviderResult<Vec<BlockId>> {
+        self.check()?;
+        let shards = self.shards_of.lock();
+        Ok(shards
+            .get(mc)
+            .map(|ids| ids.iter().take(limit).copied().collect())
+            .unwrap_or_default())
     }
 }
 
@@ -259,6 +277,34 @@ pub(crate) fn service(
         .with_provider(provider)
         .without_broadcast_listener()
         .build()
+}
+
+/// A chain of `n` mc blocks after mc 1, linked by next1, each with `shards` shard blocks of its own (listed
+/// as the ones it is the first to reference), every blob `blob(seed)` with a seed of its own; returns the
+/// mc ids from mc 1.
+pub(crate) fn batch_chain(
+    storage: &StubStorage,
+    n: u32,
+    shards: u32,
+    blob: impl Fn(u64) -> Bytes,
+) -> Vec<BlockId> {
+    let mut mc_ids: Vec<BlockId> = Vec::new();
+    for seqno in 1..=n + 1 {
+        let id = mc_block(seqno, seqno as u8);
+        storage.insert_full(id, blob(u64::from(seqno)));
+        let mut own = Vec::new();
+        for k in 0..shards {
+            let shard = shard_block(seqno * 10 + k, (seqno * 10 + k) as u8);
+            storage.insert_full(shard, blob(u64::from(seqno) << 8 | u64::from(k)));
+            own.push(shard);
+        }
+        storage.shards_of.lock().insert(id, own);
+        if let Some(prev) = mc_ids.last() {
+            storage.link(prev, id);
+        }
+        mc_ids.push(id);
+    }
+    mc_ids
 }
 
 /// Sends a request value and decodes `overlay.response<T>`; panics on no answer.
