@@ -154,24 +154,59 @@ pub struct ChainServers {
     /// The serving nodes.
     pub nodes: Vec<Node>,
     dirs: Vec<tempfile::TempDir>,
+    _relays: Vec<crate::relay::Relay>,
+}
+
+/// How [`ChainServers::start_chain_with`] sets its servers up.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ServerOptions {
+    /// Every server behind a relay on loopback that impairs its datagrams this way (the address it
+    /// announces is the relay's).
+    pub impairment: Option<crate::relay::Impairment>,
+    /// Leave the batched query (`regolith.getNextBlocksFull`) unanswered, as a stock node does.
+    pub no_batches: bool,
 }
 
 impl ChainServers {
     /// Starts `count` servers of the fixture chain. With `archived`, archive 1 is committed (a client can
     /// download it); otherwise it is still open and served block by block.
     pub async fn start(fixtures: &Path, count: usize, archived: bool) -> Result<Self> {
-        Self::start_with(&ChainFiles::fixture(fixtures), count, archived).await
+        Self::start_with(
+            &ChainFiles::fixture(fixtures),
+            count,
+            archived,
+            ServerOptions::default(),
+        )
+        .await
     }
 
     /// Starts `count` servers of a generated chain: every archive but the last is committed, the blocks
     /// after the last key block are served one by one.
     pub async fn start_chain(chain: &ChainFiles, count: usize) -> Result<Self> {
-        Self::start_with(chain, count, false).await
+        Self::start_with(chain, count, false, ServerOptions::default()).await
     }
 
-    async fn start_with(chain: &ChainFiles, count: usize, commit_last: bool) -> Result<Self> {
+    /// [`Self::start_chain`] with `options`; for the fixture chain (`chain.json` absent), archive 1 is
+    /// committed when `commit_last`.
+    pub async fn start_chain_with(
+        chain: &ChainFiles,
+        count: usize,
+        commit_last: bool,
+        options: ServerOptions,
+    ) -> Result<Self> {
+        Self::start_with(chain, count, commit_last, options).await
+    }
+
+    async fn start_with(
+        chain: &ChainFiles,
+        count: usize,
+        commit_last: bool,
+        options: ServerOptions,
+    ) -> Result<Self> {
         let keys = vec![None; count];
-        Ok(Self::start_keyed(chain, &keys, commit_last).await?.0)
+        Ok(Self::start_keyed(chain, &keys, commit_last, options)
+            .await?
+            .0)
     }
 
     /// Starts one server of a generated chain per key in `keys`, each with that node key (a validator's
@@ -182,17 +217,19 @@ impl ChainServers {
         keys: &[[u8; 32]],
     ) -> Result<(Self, Vec<Arc<ReceivedMessages>>)> {
         let keys: Vec<Option<[u8; 32]>> = keys.iter().copied().map(Some).collect();
-        Self::start_keyed(chain, &keys, false).await
+        Self::start_keyed(chain, &keys, false, ServerOptions::default()).await
     }
 
     async fn start_keyed(
         chain: &ChainFiles,
         keys: &[Option<[u8; 32]>],
         commit_last: bool,
+        options: ServerOptions,
     ) -> Result<(Self, Vec<Arc<ReceivedMessages>>)> {
         let mut nodes: Vec<Node> = Vec::new();
         let mut dirs = Vec::new();
         let mut received = Vec::new();
+        let mut relays = Vec::new();
         for key in keys {
             let dir = tempfile::tempdir()?;
             let (data, mut config, storage) = import_chain(dir.path(), chain, loopback()).await?;
@@ -203,6 +240,16 @@ impl ChainServers {
                 config.node_secret_key = hex::encode(key);
             }
             (config.overlay, config.dht) = regolith_rpc::network::quick_discovery();
+            config.blockchain_rpc_service.serve_next_blocks_batch = !options.no_batches;
+            // The relay's socket is bound first: its address is the one the node announces.
+            let front = match options.impairment {
+                Some(_) => {
+                    let socket = std::net::UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
+                    config.public_address = Some(socket.local_addr()?);
+                    Some(socket)
+                }
+                None => None,
+            };
             let mut global = data.load_global_config()?;
             for other in &nodes {
                 global.bootstrap_peers.push(serde_json::to_value(
@@ -212,13 +259,26 @@ impl ChainServers {
             let messages = Arc::new(ReceivedMessages::default());
             let service =
                 crate::run::make_service_with_listener(&config, &storage, messages.clone())?;
-            nodes.push(crate::run::start_node_with_service(
-                &config, &global, storage, service,
-            )?);
+            let node = crate::run::start_node_with_service(&config, &global, storage, service)?;
+            if let (Some(front), Some(impairment)) = (front, options.impairment) {
+                relays.push(crate::relay::Relay::start_on(
+                    front,
+                    node.network.network.local_addr(),
+                    impairment,
+                )?);
+            }
+            nodes.push(node);
             dirs.push(dir);
             received.push(messages);
         }
-        Ok((Self { nodes, dirs }, received))
+        Ok((
+            Self {
+                nodes,
+                dirs,
+                _relays: relays,
+            },
+            received,
+        ))
     }
 
     /// The servers' data dirs, in start order.

@@ -29,6 +29,7 @@ pub mod progress;
 pub mod proofs;
 pub mod queue_state;
 pub mod queue_sync;
+pub mod relay;
 pub mod run;
 pub mod start;
 pub mod state_import;

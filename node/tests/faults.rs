@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::netns::*;
-use common::relay::{Impairment, Relay};
 use common::*;
+use regolith_node::relay::{Impairment, Relay};
 
 /// The port a node listens on, and the one its relay listens on (the one it announces).
 const LISTEN_PORT: u16 = 30_600;
@@ -82,7 +82,7 @@ impl Net {
                     Some(&public.to_string()),
                     Some(SPAN),
                 );
-                Relay::start(namespaces.name(k), public, listen, impairment)
+                Relay::start(namespaces.name(k), public, listen, impairment).expect("the relay")
             })
             .collect();
         for &s in &SERVERS {

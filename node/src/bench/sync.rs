@@ -1,6 +1,8 @@
 //! `regolith bench sync`: a fresh `regolith run` child process syncs a chain from 1 and from 3 in-process
-//! serving nodes on loopback QUIC, block by block (`sync.archives` false) and from archives. The chain is
-//! the fixture chain, a generated one (`--chain DIR`), or one generated for the run (`--generate N`).
+//! serving nodes on loopback QUIC, block by block (`sync.archives` false; batched, or against servers that
+//! leave the batched query unanswered as stock nodes do) and from archives, optionally with every server
+//! behind a relay that delays its datagrams (`--rtt-ms`). The chain is the fixture chain, a generated one
+//! (`--chain DIR`), or one generated for the run (`--generate N`).
 //! Prints, per run: blocks/s and MiB/s (block BOC bytes, at the chain's mean block size) over the time the
 //! sync worked (`regolith_sync_step_seconds` _sum: no start-up, no idle pause), the seconds from the
 //! process start to the last mc block, and the node's peak RSS.
@@ -12,7 +14,7 @@ use anyhow::{bail, Context, Result};
 
 use super::child::{metric, metric_sum, RunningNode};
 use crate::chain_cmd::{ChainShapeArgs, GenerateArgs};
-use crate::fixture::{ChainFiles, ChainServers};
+use crate::fixture::{ChainFiles, ChainServers, ServerOptions};
 
 /// How long one run may take.
 const RUN_DEADLINE: Duration = Duration::from_secs(3600);
@@ -37,10 +39,15 @@ pub struct SyncBenchArgs {
     #[arg(long, value_delimiter = ',', default_values_t = [1usize, 3])]
     pub peers: Vec<usize>,
     /// Modes, one run each (comma-separated): `block` and `archive` sync from genesis (block by block, or
-    /// from archives); `cold-boot` boots from the latest persistent state the servers serve, then syncs to
-    /// the tip (its wall seconds are the figure to compare with the genesis syncs').
+    /// from archives); `block-stock` is `block` against servers that leave the batched query unanswered, as
+    /// stock nodes do (getNextBlockFull only); `cold-boot` boots from the latest persistent state the servers
+    /// serve, then syncs to the tip (its wall seconds are the figure to compare with the genesis syncs').
     #[arg(long, value_delimiter = ',', default_values_t = [String::from("block"), String::from("archive")])]
     pub modes: Vec<String>,
+    /// Put every server behind a relay on loopback that delays each datagram by half this many
+    /// milliseconds each way (the round trip the fault tests' relay gives); 0: no relay.
+    #[arg(long, default_value_t = 0)]
+    pub rtt_ms: u64,
     /// Print JSON rows.
     #[arg(long)]
     pub json: bool,
@@ -71,8 +78,8 @@ pub async fn sync(args: SyncBenchArgs) -> Result<()> {
         return super::hostile_sync::bench(&args.fixtures, args.json).await;
     }
     for mode in &args.modes {
-        if !["block", "archive", "cold-boot"].contains(&mode.as_str()) {
-            bail!("--modes: {mode:?} is not block, archive or cold-boot");
+        if !["block", "block-stock", "archive", "cold-boot"].contains(&mode.as_str()) {
+            bail!("--modes: {mode:?} is not block, block-stock, archive or cold-boot");
         }
     }
     let exe = std::env::current_exe().context("cannot find the regolith binary")?;
@@ -119,32 +126,45 @@ pub async fn sync(args: SyncBenchArgs) -> Result<()> {
     let (block_bytes, blocks_in_chain) = chain.block_bytes()?;
     let mean_block = block_bytes as f64 / blocks_in_chain.max(1) as f64;
     if !args.json {
+        let link = if args.rtt_ms > 0 {
+            format!(
+                ", every server behind a relay of {} ms round trips",
+                args.rtt_ms
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "regolith bench sync: a fresh `regolith run` syncs {what} ({} mc blocks, {blocks_in_chain} blocks, {:.1} MiB of block BOCs) on loopback QUIC",
+            "regolith bench sync: a fresh `regolith run` syncs {what} ({} mc blocks, {blocks_in_chain} blocks, {:.1} MiB of block BOCs) on loopback QUIC{link}",
             last_mc,
             block_bytes as f64 / 1048576.0
         );
         println!(
-            "{:>5}  {:>8}  {:>10}  {:>10}  {:>8}  {:>8}  {:>8}  {:>9}",
+            "{:>5}  {:>11}  {:>10}  {:>10}  {:>8}  {:>8}  {:>8}  {:>9}",
             "peers", "mode", "blocks/s", "mc blk/s", "MiB/s", "sync s", "wall s", "peak RSS"
         );
     }
     let mut rows = Vec::new();
     for &peers in &args.peers {
         for mode in &args.modes {
-            let archives = mode != "block";
+            let archives = !mode.starts_with("block");
             let boot = if mode == "cold-boot" {
                 crate::cold_boot::BootConfig::LatestPersistent
             } else {
                 crate::cold_boot::BootConfig::Genesis
             };
-            let servers = if fixture {
-                // The fixture chain is one archive: committed for archive mode, open (served block by
-                // block) otherwise.
-                ChainServers::start(&args.fixtures, peers.max(1), archives).await?
-            } else {
-                ChainServers::start_chain(&chain, peers.max(1)).await?
+            let options = ServerOptions {
+                impairment: (args.rtt_ms > 0).then(|| crate::relay::Impairment {
+                    delay: Duration::from_millis(args.rtt_ms) / 2,
+                    ..Default::default()
+                }),
+                no_batches: mode == "block-stock",
             };
+            // The fixture chain is one archive: committed for archive mode, open (served block by block)
+            // otherwise.
+            let servers =
+                ChainServers::start_chain_with(&chain, peers.max(1), fixture && archives, options)
+                    .await?;
             let work = tempfile::tempdir()?;
             let run =
                 sync_child(&exe, &chain, &servers, work.path(), archives, boot, last_mc).await;
@@ -158,7 +178,7 @@ pub async fn sync(args: SyncBenchArgs) -> Result<()> {
                 println!("{}", serde_json::to_string(&run)?);
             } else {
                 println!(
-                    "{:>5}  {:>8}  {:>10.0}  {:>10.0}  {:>8.2}  {:>8.2}  {:>8.2}  {:>5.0} MiB{}",
+                    "{:>5}  {:>11}  {:>10.0}  {:>10.0}  {:>8.2}  {:>8.2}  {:>8.2}  {:>5.0} MiB{}",
                     run.peers,
                     run.mode,
                     run.blocks_per_s,

@@ -2,7 +2,6 @@
 #![allow(dead_code)]
 
 pub(crate) mod netns;
-pub(crate) mod relay;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

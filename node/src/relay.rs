@@ -1,9 +1,9 @@
 //! A UDP relay that impairs the datagrams it carries: loss and delay with jitter, each direction on its own,
-//! as `tc qdisc … netem loss P` / `netem delay D J` on both ends of a link would. The sandbox kernel has no
-//! netem (`CONFIG_NET_SCH_NETEM` is not set), so the tests put this relay in front of a node instead: the
-//! node listens on one port and announces another, where the relay listens, in the node's own network
-//! namespace, and forwards to the node. Everything that reaches the node, and everything it answers, crosses
-//! the relay once (QUIC runs over UDP).
+//! as `tc qdisc … netem loss P` / `netem delay D J` on both ends of a link would. Kernels without netem
+//! (`CONFIG_NET_SCH_NETEM` not set, as in the sandbox) get this relay in front of a node instead: the node
+//! listens on one port and announces another, where the relay listens (in the node's own network namespace
+//! for the fault tests, on loopback for `bench sync --rtt-ms`), and forwards to the node. Everything that
+//! reaches the node, and everything it answers, crosses the relay once (QUIC runs over UDP).
 
 use std::collections::{BinaryHeap, HashMap};
 use std::net::{SocketAddr, UdpSocket};
@@ -14,11 +14,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use anyhow::{Context, Result};
 use rand::Rng;
 
 /// What happens to a datagram on its way through.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Impairment {
+pub struct Impairment {
     /// Probability of dropping it.
     pub loss: f64,
     /// Delay before it goes on.
@@ -67,7 +68,7 @@ impl Ord for Pending {
 }
 
 /// A running relay; dropping it stops its threads.
-pub(crate) struct Relay {
+pub struct Relay {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -76,46 +77,82 @@ pub(crate) struct Relay {
 const POLL: Duration = Duration::from_millis(50);
 
 /// Moves the calling thread into the network namespace `ns` (sockets it creates then live there).
-fn enter_namespace(ns: &str) {
-    let file = std::fs::File::open(format!("/run/netns/{ns}")).expect("the namespace");
+fn enter_namespace(ns: &str) -> Result<()> {
+    let path = format!("/run/netns/{ns}");
+    let file = std::fs::File::open(&path).with_context(|| format!("cannot open {path}"))?;
     // SAFETY: setns on a descriptor we own; it changes this thread's network namespace only.
     let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "setns {ns}: {}", std::io::Error::last_os_error());
+    if rc != 0 {
+        anyhow::bail!("setns {ns}: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 impl Relay {
     /// A relay in namespace `ns` listening on `public` and forwarding to `target`, impairing each datagram
     /// in both directions. Returns once it listens.
-    pub(crate) fn start(
+    pub fn start(
         ns: &str,
         public: SocketAddr,
         target: SocketAddr,
         impairment: Impairment,
-    ) -> Self {
+    ) -> Result<Self> {
+        let (ready, listening) = mpsc::channel();
+        let ns = ns.to_owned();
+        Self::spawn(impairment, ready, listening, move || {
+            // The sockets towards the node are made on this thread: it lives in the namespace too.
+            enter_namespace(&ns)?;
+            let socket = UdpSocket::bind(public)
+                .with_context(|| format!("cannot bind the relay to {public}"))?;
+            Ok((socket, target))
+        })
+    }
+
+    /// A relay on loopback that listens on `socket` (bound already: its address is the one the node
+    /// announces) and forwards to `target`.
+    pub fn start_on(socket: UdpSocket, target: SocketAddr, impairment: Impairment) -> Result<Self> {
+        let (ready, listening) = mpsc::channel();
+        Self::spawn(impairment, ready, listening, move || Ok((socket, target)))
+    }
+
+    /// Starts the scheduler and the front thread, which runs `setup` first; returns once it listens.
+    fn spawn(
+        impairment: Impairment,
+        ready: mpsc::Sender<Result<()>>,
+        listening: mpsc::Receiver<Result<()>>,
+        setup: impl FnOnce() -> Result<(UdpSocket, SocketAddr)> + Send + 'static,
+    ) -> Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let (send, scheduled) = mpsc::channel::<Pending>();
         let scheduler = {
             let stop = stop.clone();
             std::thread::spawn(move || schedule(scheduled, &stop))
         };
-        let (ready, listening) = mpsc::channel();
         let front = {
-            let (stop, ns) = (stop.clone(), ns.to_owned());
+            let stop = stop.clone();
             std::thread::spawn(move || {
-                enter_namespace(&ns);
-                let socket = Arc::new(UdpSocket::bind(public).expect("the relay's address"));
-                socket.set_read_timeout(Some(POLL)).unwrap();
-                ready.send(()).unwrap();
-                forward(socket, target, impairment, send, &stop);
+                let (socket, target) = match setup().and_then(|(socket, target)| {
+                    socket.set_read_timeout(Some(POLL))?;
+                    Ok((socket, target))
+                }) {
+                    Ok(ok) => ok,
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready.send(Ok(()));
+                forward(Arc::new(socket), target, impairment, send, &stop);
             })
+        };
+        let relay = Self {
+            stop,
+            threads: vec![scheduler, front],
         };
         listening
             .recv()
-            .expect("the relay failed to listen (see the panic above)");
-        Self {
-            stop,
-            threads: vec![scheduler, front],
-        }
+            .context("the relay's thread failed before it listened")??;
+        Ok(relay)
     }
 }
 
@@ -170,18 +207,22 @@ fn forward(
         let Ok((n, client)) = front.recv_from(&mut buf) else {
             continue;
         };
-        let upstream = upstreams.entry(client).or_insert_with(|| {
-            let socket = UdpSocket::bind(SocketAddr::new(target.ip(), 0)).unwrap();
-            socket.connect(target).unwrap();
-            socket.set_read_timeout(Some(POLL)).unwrap();
-            let socket = Arc::new(socket);
-            let (upstream, front, send, stop) =
-                (socket.clone(), front.clone(), send.clone(), stop.clone());
-            backs.push(std::thread::spawn(move || {
-                back(upstream, front, client, impairment, send, &stop);
-            }));
-            socket
-        });
+        let upstream = match upstreams.entry(client) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                let Ok(socket) = upstream_socket(target) else {
+                    // Out of sockets: the datagram is lost, as on a wire.
+                    continue;
+                };
+                let socket = Arc::new(socket);
+                let (upstream, front, send, stop) =
+                    (socket.clone(), front.clone(), send.clone(), stop.clone());
+                backs.push(std::thread::spawn(move || {
+                    back(upstream, front, client, impairment, send, &stop);
+                }));
+                entry.insert(socket)
+            }
+        };
         seq += 1;
         if let Some(due) = impairment.fate(&mut rng) {
             let pending = Pending {
@@ -200,6 +241,14 @@ fn forward(
     for thread in backs {
         let _ = thread.join();
     }
+}
+
+/// A socket of its own towards `target` for one client.
+fn upstream_socket(target: SocketAddr) -> std::io::Result<UdpSocket> {
+    let socket = UdpSocket::bind(SocketAddr::new(target.ip(), 0))?;
+    socket.connect(target)?;
+    socket.set_read_timeout(Some(POLL))?;
+    Ok(socket)
 }
 
 /// Node → client: the node's answers on the client's socket go out from the relay's address.
