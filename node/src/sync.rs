@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use regolith_formats::{BlockId, CheckedBlock};
 use regolith_rpc::client::{
-    ArchiveSearch, BlockDataFull, BlockchainRpcClient, DataRequirement, Neighbour, NextBlocksBatch,
-    Punishment,
+    ArchiveSearch, BlockDataFull, BlockchainRpcClient, ClientError, DataRequirement, Neighbour,
+    NextBlocksBatch, Punishment,
 };
 use regolith_storage::Storage;
 use tokio::sync::watch;
@@ -114,6 +114,20 @@ pub struct Sync {
     use_archives: bool,
     /// Batches are asked for at all (`sync.batches`).
     use_batches: bool,
+    /// The batch after the one being applied, asked for meanwhile.
+    prefetch: Option<Prefetch>,
+}
+
+/// A batch asked for ahead: the one after mc block `after`. Dropping it stops the query.
+struct Prefetch {
+    after: BlockId,
+    task: tokio::task::JoinHandle<Result<Option<NextBlocksBatch>, ClientError>>,
+}
+
+impl Drop for Prefetch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// Why a step failed, and who is to blame: the reason is the `reason` label of
@@ -174,6 +188,7 @@ impl Sync {
             archives_paused_until: None,
             use_archives: true,
             use_batches: true,
+            prefetch: None,
         })
     }
 
@@ -376,12 +391,33 @@ impl Sync {
     /// is taken, then applied with them before the next one is looked at.
     async fn next_block(&mut self, last: &BlockId) -> Result<Option<usize>, StepError> {
         if self.use_batches {
-            match self
-                .client
-                .get_next_blocks_full(last, regolith_rpc::proto::MAX_BATCH_MC_BLOCKS)
-                .await
-            {
+            let fetched = match self.prefetch.take() {
+                Some(mut ahead) if ahead.after == *last => (&mut ahead.task)
+                    .await
+                    .unwrap_or_else(|e| Err(ClientError::Internal(format!("the batch task: {e}")))),
+                // Asked after a block that is not the last applied one (the batch before it failed).
+                _ => {
+                    self.client
+                        .get_next_blocks_full(last, regolith_rpc::proto::MAX_BATCH_MC_BLOCKS)
+                        .await
+                }
+            };
+            match fetched {
                 Ok(Some(batch)) => {
+                    // The next batch is asked for while this one is applied.
+                    let after = *batch.last_mc_id();
+                    let client = self.client.clone();
+                    self.prefetch = Some(Prefetch {
+                        after,
+                        task: tokio::spawn(async move {
+                            client
+                                .get_next_blocks_full(
+                                    &after,
+                                    regolith_rpc::proto::MAX_BATCH_MC_BLOCKS,
+                                )
+                                .await
+                        }),
+                    });
                     self.stats
                         .batches
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

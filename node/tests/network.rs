@@ -1377,9 +1377,14 @@ async fn gc_windows_remove_blocks_archives_and_queue_diffs_and_the_node_serves_t
         let node = start_node(&config, &global, storage.clone()).unwrap();
         let client = regolith_node::run::rpc_client(&node, &config).unwrap();
         let gc = regolith_node::gc::GcTasks::start(&storage);
+        // Block by block without batches, so that each window stops within a block of its bound.
         let sync =
             regolith_node::sync::Sync::new(storage.clone(), queue.clone(), client, &data.root)
-                .unwrap();
+                .unwrap()
+                .with_config(&regolith_node::sync::SyncConfig {
+                    archives: true,
+                    batches: false,
+                });
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(sync.run(stop_rx));
         let last = storage.node_state();

@@ -218,6 +218,9 @@ impl Forger {
             }
         }
         let answer = self.honest.handle_query(body).await?;
+        if tl_proto::deserialize::<rpc::GetNextBlocksFull>(body).is_ok() {
+            return self.forge_batch(answer);
+        }
         let next = tl_proto::deserialize::<rpc::GetNextBlockFull>(body).ok();
         match (self.attack, next) {
             (Attack::ZstdBomb | Attack::InventedTopShards | Attack::BadSignature, Some(next))
@@ -281,25 +284,11 @@ impl Forger {
         else {
             return Some(answer);
         };
-        let mut block_id = block_id;
-        match self.attack {
-            Attack::ZstdBomb => {
-                block.data = self.bomb.clone();
-                block.size = self.bomb.len() as u32;
-                block.chunk_size = block.size.max(1 << 20);
-            }
-            Attack::BadSignature => proof = flip_a_signature(&proof)?,
-            Attack::InventedTopShards => {
-                let (id, data) = invent_top_shard(&block_id, &block.data)?;
-                self.log.invented.lock().insert(id.0);
-                block_id = id.1;
-                block.data = data;
-                block.size = block.data.len() as u32;
-                block.chunk_size = block.size.max(1 << 20);
-            }
-            _ => return Some(answer),
-        }
-        self.forged();
+        let Some(block_id) = self.forge_entry(block_id, &mut block.data, &mut proof) else {
+            return Some(answer);
+        };
+        block.size = block.data.len() as u32;
+        block.chunk_size = block.size.max(1 << 20);
         Some(Bytes::from(tl_proto::serialize(OverlayResponse::Ok(
             proto::BlockFull::Found {
                 block_id,
@@ -308,6 +297,60 @@ impl Forger {
                 queue_diff,
             },
         ))))
+    }
+
+    /// A batch answer with the block attack on every mc block past [`FORGE_FROM`].
+    fn forge_batch(&self, answer: Bytes) -> Option<Bytes> {
+        if !matches!(
+            self.attack,
+            Attack::ZstdBomb | Attack::InventedTopShards | Attack::BadSignature
+        ) {
+            return Some(answer);
+        }
+        let Ok(OverlayResponse::Ok(mut batch)) =
+            tl_proto::deserialize::<OverlayResponse<proto::NextBlocks>>(&answer)
+        else {
+            return Some(answer);
+        };
+        let mut forged = false;
+        for entry in &mut batch.blocks {
+            if entry.block_id.is_masterchain() && entry.block_id.seqno > FORGE_FROM {
+                if let Some(id) =
+                    self.forge_entry(entry.block_id, &mut entry.data, &mut entry.proof)
+                {
+                    entry.block_id = id;
+                    forged = true;
+                }
+            }
+        }
+        if !forged {
+            return Some(answer);
+        }
+        Some(Bytes::from(tl_proto::serialize(OverlayResponse::Ok(batch))))
+    }
+
+    /// The attack on one block (its compressed data and proof); the id it is then served under, or `None`
+    /// when the attack leaves it as it is.
+    fn forge_entry(
+        &self,
+        block_id: BlockId,
+        data: &mut Bytes,
+        proof: &mut Bytes,
+    ) -> Option<BlockId> {
+        let mut block_id = block_id;
+        match self.attack {
+            Attack::ZstdBomb => *data = self.bomb.clone(),
+            Attack::BadSignature => *proof = flip_a_signature(proof)?,
+            Attack::InventedTopShards => {
+                let (id, forged) = invent_top_shard(&block_id, data)?;
+                self.log.invented.lock().insert(id.0);
+                block_id = id.1;
+                *data = forged;
+            }
+            _ => return None,
+        }
+        self.forged();
+        Some(block_id)
     }
 }
 

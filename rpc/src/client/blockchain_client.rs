@@ -72,6 +72,7 @@ pub struct BlockDataFullWithNeighbour {
 /// compressed blob within `max_block_size`. A block is decompressed only when it is taken.
 #[derive(Debug)]
 pub struct NextBlocksBatch {
+    last_mc: BlockId,
     mc: std::collections::VecDeque<proto::NextBlock>,
     shards: std::collections::HashMap<BlockId, proto::NextBlock>,
     neighbour: Arc<Neighbour>,
@@ -82,6 +83,11 @@ impl NextBlocksBatch {
     /// The neighbour that sent the batch: the one to blame for a block in it that fails a check.
     pub fn neighbour(&self) -> &Arc<Neighbour> {
         &self.neighbour
+    }
+
+    /// The id of the batch's last mc block (as the batch names it: checked only when that block is).
+    pub fn last_mc_id(&self) -> &BlockId {
+        &self.last_mc
     }
 
     /// The mc blocks not taken yet.
@@ -582,14 +588,15 @@ impl BlockchainRpcClient {
                 )));
             }
         };
-        if mc.is_empty() {
+        let Some(last_mc) = mc.back().map(|entry| entry.block_id) else {
             handle.ignore();
             return Ok(None);
-        }
+        };
         handle.accept();
         metrics::counter!("regolith_rpc_client_batch_blocks_total")
             .increment((mc.len() + shards.len()) as u64);
         Ok(Some(NextBlocksBatch {
+            last_mc,
             mc,
             shards,
             neighbour,
