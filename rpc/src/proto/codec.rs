@@ -132,6 +132,40 @@ pub mod nz_u64 {
     }
 }
 
+/// Shared by the bounded vectors of boxed items: count plus the items.
+fn boxed_size_hint<T: TlWrite>(items: &[T]) -> usize {
+    4 + items.iter().map(TlWrite::max_size_hint).sum::<usize>()
+}
+
+/// u32 count, then each item with its id.
+fn write_boxed<T: TlWrite, P: TlPacket>(items: &[T], packet: &mut P) {
+    packet.write_u32(items.len() as u32);
+    for item in items {
+        item.write_to(packet);
+    }
+}
+
+/// Rejects a count above `max`, and one the remaining bytes cannot hold at `min_item_len` bytes an item,
+/// before anything is allocated for it.
+fn read_boxed<'a, T: TlRead<'a>>(
+    packet: &mut &'a [u8],
+    max: usize,
+    min_item_len: usize,
+) -> TlResult<Vec<T>> {
+    let len = u32::read_from(packet)? as usize;
+    if len > max {
+        return Err(TlError::InvalidData);
+    }
+    if len > packet.len() / min_item_len.max(1) {
+        return Err(TlError::UnexpectedEof);
+    }
+    let mut items = Vec::with_capacity(len);
+    for _ in 0..len {
+        items.push(T::read_from(packet)?);
+    }
+    Ok(items)
+}
+
 /// At most 64 boxed `persistentStatePartInfo` items.
 pub mod part_vec {
     use super::*;
@@ -139,31 +173,22 @@ pub mod part_vec {
 
     /// The largest accepted count.
     pub const MAX_PARTS: usize = 64;
+    /// One item: its id, the prefix and the size.
+    const ITEM_LEN: usize = 4 + 8 + 8;
 
     /// Count plus the boxed items.
     pub fn size_hint(parts: &[PersistentStatePartInfo]) -> usize {
-        4 + parts.iter().map(TlWrite::max_size_hint).sum::<usize>()
+        boxed_size_hint(parts)
     }
 
     /// u32 count, then each item with its id.
     pub fn write<P: TlPacket>(parts: &[PersistentStatePartInfo], packet: &mut P) {
-        packet.write_u32(parts.len() as u32);
-        for part in parts {
-            part.write_to(packet);
-        }
+        write_boxed(parts, packet);
     }
 
     /// Rejects more than 64 items.
     pub fn read(packet: &mut &[u8]) -> TlResult<Vec<PersistentStatePartInfo>> {
-        let len = u32::read_from(packet)? as usize;
-        if len > MAX_PARTS {
-            return Err(TlError::InvalidData);
-        }
-        let mut parts = Vec::with_capacity(len);
-        for _ in 0..len {
-            parts.push(PersistentStatePartInfo::read_from(packet)?);
-        }
-        Ok(parts)
+        read_boxed(packet, MAX_PARTS, ITEM_LEN)
     }
 }
 
@@ -179,30 +204,16 @@ pub mod next_block_vec {
 
     /// Count plus the boxed items.
     pub fn size_hint(items: &[NextBlock]) -> usize {
-        4 + items.iter().map(TlWrite::max_size_hint).sum::<usize>()
+        boxed_size_hint(items)
     }
 
     /// u32 count, then each item with its id.
     pub fn write<P: TlPacket>(items: &[NextBlock], packet: &mut P) {
-        packet.write_u32(items.len() as u32);
-        for item in items {
-            item.write_to(packet);
-        }
+        write_boxed(items, packet);
     }
 
     /// Rejects more than [`MAX_ENTRIES`] items, and a count the remaining bytes cannot hold.
     pub fn read(packet: &mut &[u8]) -> TlResult<Vec<NextBlock>> {
-        let len = u32::read_from(packet)? as usize;
-        if len > MAX_ENTRIES {
-            return Err(TlError::InvalidData);
-        }
-        if len > packet.len() / MIN_ITEM_LEN {
-            return Err(TlError::UnexpectedEof);
-        }
-        let mut items = Vec::with_capacity(len);
-        for _ in 0..len {
-            items.push(NextBlock::read_from(packet)?);
-        }
-        Ok(items)
+        read_boxed(packet, MAX_ENTRIES, MIN_ITEM_LEN)
     }
 }
