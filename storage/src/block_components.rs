@@ -92,11 +92,49 @@ fn compress(raw: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
     })
 }
 
-/// Decompresses a stored component frame.
+/// The largest declared size decoded in one call with the thread's reused context; a frame that declares
+/// more (or nothing: a stored form of an older build) goes through the streaming decoder, which grows its
+/// output only as it decodes, so a corrupt size field cannot allocate it up front.
+const BULK_DECOMPRESS_MAX: u64 = 256 << 20;
+
+/// Decompresses a stored component frame. The stored form (one frame with its content size) is decoded with
+/// a decompression context each thread keeps: creating one costs more than decoding a proof or a diff.
 pub(crate) fn decompress(id: &BlockId, ty: ArchiveEntryType, frame: &[u8]) -> Result<Vec<u8>> {
-    zstd::stream::decode_all(frame).map_err(|e| {
-        StorageError::corruption(format!("stored {} of block {id}", component_name(ty)), e)
-    })
+    use zstd::zstd_safe;
+    thread_local! {
+        static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let what = || format!("stored {} of block {id}", component_name(ty));
+    if let Ok(Some(size)) = zstd_safe::get_frame_content_size(frame) {
+        if size <= BULK_DECOMPRESS_MAX
+            && zstd_safe::find_frame_compressed_size(frame) == Ok(frame.len())
+        {
+            let decoded = DECOMPRESSOR.with(|slot| {
+                let mut slot = slot.borrow_mut();
+                let decompressor = match &mut *slot {
+                    Some(d) => d,
+                    None => slot.insert(zstd::bulk::Decompressor::new()?),
+                };
+                // At most 256 MiB, checked above.
+                let mut out = Vec::with_capacity(size as usize);
+                decompressor.decompress_to_buffer(frame, &mut out)?;
+                std::io::Result::Ok(out)
+            });
+            return match decoded {
+                Ok(out) if out.len() as u64 == size => Ok(out),
+                Ok(out) => Err(StorageError::corruption(
+                    what(),
+                    format!(
+                        "the frame declares {size} bytes and decodes to {}",
+                        out.len()
+                    ),
+                )),
+                Err(e) => Err(StorageError::corruption(what(), e)),
+            };
+        }
+    }
+    zstd::stream::decode_all(frame).map_err(|e| StorageError::corruption(what(), e))
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -658,5 +696,54 @@ impl BlockComponentStorage {
     #[cfg(feature = "test-utils")]
     pub fn data_waiter_keys(&self) -> usize {
         self.data_subscriptions.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id() -> BlockId {
+        BlockId {
+            shard: ShardIdent::MASTERCHAIN,
+            seqno: 7,
+            root_hash: regolith_formats::HashBytes([1; 32]),
+            file_hash: regolith_formats::HashBytes([2; 32]),
+        }
+    }
+
+    /// The stored form decodes with the reused context, a frame without a size with the streaming decoder,
+    /// and a frame whose size field lies or whose bytes are cut is reported as corruption.
+    #[test]
+    fn stored_frames_decode_and_lies_are_corruption() {
+        let raw: Vec<u8> = (0..50_000u32).map(|i| (i % 251) as u8).collect();
+        let stored = compress(&raw, 3).unwrap();
+        for _ in 0..3 {
+            assert_eq!(
+                decompress(&id(), ArchiveEntryType::Proof, &stored).unwrap(),
+                raw
+            );
+        }
+        let unsized_frame = zstd::stream::encode_all(&raw[..], 3).unwrap();
+        assert_eq!(
+            zstd::zstd_safe::get_frame_content_size(&unsized_frame).unwrap(),
+            None
+        );
+        assert_eq!(
+            decompress(&id(), ArchiveEntryType::QueueDiff, &unsized_frame).unwrap(),
+            raw
+        );
+        let cut = &stored[..stored.len() - 3];
+        let e = decompress(&id(), ArchiveEntryType::Proof, cut).unwrap_err();
+        assert!(matches!(e, StorageError::Corruption { .. }), "{e}");
+        // A frame that declares a smaller size than it holds.
+        let small = compress(&raw[..1000], 3).unwrap();
+        // Both single-segment frames with a 2-byte content size right after the frame header descriptor.
+        assert_eq!(stored[4], small[4]);
+        assert_eq!((stored[4] >> 6, (stored[4] >> 5) & 1), (1, 1));
+        let mut lying = stored.clone();
+        lying[5..7].copy_from_slice(&small[5..7]);
+        let e = decompress(&id(), ArchiveEntryType::Proof, &lying).unwrap_err();
+        assert!(e.to_string().contains("proof of block"), "{e}");
     }
 }
