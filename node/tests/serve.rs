@@ -675,7 +675,7 @@ fn sigkill_during_sync_resumes_to_the_same_chain() {
     assert!(served >= 107, "every block came from a: {served}");
     // A kill loses what was in flight: the batch being applied and the one asked for meanwhile, each at
     // most 16 mc blocks with the shard blocks they reference (7 in the whole chain).
-    let in_flight = 2 * (regolith_rpc::proto::MAX_BATCH_MC_BLOCKS as usize + 7);
+    let in_flight = 2 * (proto::MAX_BATCH_MC_BLOCKS as usize + 7);
     assert!(
         served <= 107 + in_flight * kills,
         "at most the batches in flight are downloaded again at each kill: {served} served"
