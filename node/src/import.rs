@@ -57,6 +57,10 @@ pub async fn import_archive_into(
         SpilledArchive::from_compressed_file(&path_owned, &spill, LOCAL_ARCHIVE_LIMITS)
     })
     .await??;
+    // The file becomes the archive's own file at its commit if it holds exactly what the commit would write.
+    if let (Some(id), Ok(file)) = (archive.archive_id(), std::path::absolute(path)) {
+        storage.archives().offer_archive_file(id, file, false);
+    }
     let mut groups = ArchiveGroups::new(archive);
     let name = groups.name().to_string();
     pipeline

@@ -354,15 +354,27 @@ impl Sync {
         let file = std::fs::File::create(&path)
             .with_context(|| format!("cannot create {}", path.display()))
             .map_err(|e| StepError::local("local", e))?;
+        // The archive as served is kept beside it and offered to the archive storage, whose commit adopts it
+        // when it holds exactly what the node would write for that archive.
+        let copy_path = self.dir.join(format!("{}.archive", archive.id));
+        let copy = std::fs::File::create(&copy_path)
+            .with_context(|| format!("cannot create {}", copy_path.display()))
+            .map_err(|e| StepError::local("local", e))?;
         // The client's verifier frames and indexes the stream as it arrives; the spill file is read from that
         // index.
         let downloaded = self
             .client
-            .download_archive_indexed(archive, std::io::BufWriter::new(file), |_| {})
+            .download_archive_indexed(
+                archive,
+                std::io::BufWriter::new(file),
+                Some(Box::new(std::io::BufWriter::new(copy))),
+                |_| {},
+            )
             .await;
         let (file, index) = match downloaded {
             Ok(downloaded) => downloaded,
             Err(e) => {
+                let _ = std::fs::remove_file(&copy_path);
                 let _ = std::fs::remove_file(&path);
                 return Err(StepError {
                     reason: "archive_download",
@@ -377,6 +389,15 @@ impl Sync {
                 let _ = std::fs::remove_file(&path);
                 StepError::local("local", e)
             })?;
+        match spilled.archive_id() {
+            Some(id) if u64::from(id) == archive.id => self
+                .storage
+                .archives()
+                .offer_archive_file(id, copy_path, true),
+            _ => {
+                let _ = std::fs::remove_file(&copy_path);
+            }
+        }
         let mut groups = ArchiveGroups::new(spilled);
         let applied = self
             .pipeline

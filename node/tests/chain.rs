@@ -166,6 +166,20 @@ async fn a_fresh_node_syncs_a_generated_chain_across_rotations() {
         chain_digest(&synced.storage).await.unwrap(),
         chain_digest(server).await.unwrap()
     );
+    // The archives it committed are byte for byte the servers' (the downloads, adopted or built).
+    synced.storage.archives().wait_for_archive_commit().await;
+    let committed = synced.storage.archives().committed_archive_ids();
+    assert!(committed.len() >= 5, "{committed:?}");
+    for id in committed {
+        let file = |s: &regolith_storage::Storage| {
+            std::fs::read(regolith_storage::archive::archive_path(
+                s.archives().dir(),
+                id,
+            ))
+            .unwrap()
+        };
+        assert!(file(&synced.storage) == file(server), "archive {id}");
+    }
 
     // The validator set in force is the one key block 60 installed (the broadcast targets' source).
     let (set, from) = regolith_node::key_blocks::current_validator_set(&synced.storage)

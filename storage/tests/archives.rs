@@ -428,3 +428,127 @@ async fn an_archive_file_no_commit_accounts_for_is_quarantined_not_deleted() {
     );
     assert_eq!(s.archives().list_archive_ids(), archives);
 }
+
+/// Ingests the fixture chain, offers `offered` (a compressed archive file written into the temp dir) as the
+/// file of archive 1 and commits it. Returns the committed file's bytes and the offered path.
+async fn commit_with_offer(
+    t: &TempStorage,
+    offered: &[u8],
+    owned: bool,
+) -> (Vec<u8>, std::path::PathBuf) {
+    let s = t.s();
+    let path = t.dir.path().join("offered.archive");
+    std::fs::write(&path, offered).unwrap();
+    ingest_archive_1(s).await;
+    s.archives().offer_archive_file(1, path.clone(), owned);
+    let h = mc_handle(s, 101, false);
+    s.archives().move_into_archive(&h, false).unwrap();
+    s.archives().wait_for_archive_commit().await;
+    assert!(has_event(s, 1, EVENT_COMMITTED));
+    assert!(no_tmp_files(s));
+    assert!(
+        decompressed_file(s, 1) == archive_1_decompressed(),
+        "whatever was offered, the archive holds the reference bytes"
+    );
+    let committed = std::fs::read(archive_path(s.archives().dir(), 1)).unwrap();
+    (committed, path)
+}
+
+/// What a commit writes with nothing offered.
+async fn built_archive_1() -> Vec<u8> {
+    let t = TempStorage::new();
+    ingest_and_commit(t.s()).await;
+    std::fs::read(archive_path(t.s().archives().dir(), 1)).unwrap()
+}
+
+fn compress(raw: &[u8], level: i32) -> Vec<u8> {
+    zstd::stream::encode_all(raw, level).unwrap()
+}
+
+#[tokio::test]
+async fn an_offered_file_with_the_archives_exact_bytes_becomes_its_file() {
+    let built = built_archive_1().await;
+    // The reference node's own file, and the reference bytes compressed at another level: neither is what a
+    // build writes, and both are adopted as they are.
+    let recompressed = compress(&archive_1_decompressed(), 19);
+    for offered in [fixture_bytes("archive_1.bin"), recompressed] {
+        assert!(offered != built, "the offer differs from a build");
+        let t = TempStorage::new();
+        let (committed, path) = commit_with_offer(&t, &offered, false).await;
+        assert!(committed == offered, "the offered file is the archive file");
+        assert!(path.exists(), "a file the storage does not own stays");
+    }
+    // An owned file is removed once the commit used it.
+    let t = TempStorage::new();
+    let offered = compress(&archive_1_decompressed(), 19);
+    let (committed, path) = commit_with_offer(&t, &offered, true).await;
+    assert!(committed == offered);
+    assert!(!path.exists(), "an owned offer is removed after the commit");
+}
+
+#[tokio::test]
+async fn an_offered_file_that_differs_in_any_way_is_ignored_and_the_archive_built() {
+    let built = built_archive_1().await;
+    let reference = archive_1_decompressed();
+    let flipped = {
+        let mut raw = reference.clone();
+        let at = raw.len() / 2;
+        raw[at] ^= 1;
+        compress(&raw, 19)
+    };
+    let extra_entry = {
+        // The last entry (header and data) once more at the end.
+        let entries: Vec<_> = ArchiveReader::new(&reference[..])
+            .map(Result::unwrap)
+            .collect();
+        let last = entries.last().unwrap();
+        let tail = 92 + last.data.len();
+        let mut raw = reference.clone();
+        raw.extend_from_slice(&reference[reference.len() - tail..]);
+        compress(&raw, 19)
+    };
+    let truncated = compress(&reference[..reference.len() - 10], 19);
+    let trailing_garbage = {
+        let mut c = compress(&reference, 19);
+        c.extend_from_slice(b"not zstd");
+        c
+    };
+    let padded = {
+        // Valid zstd for any decoder (a skippable frame), but more compressed bytes than decompressed ones.
+        let mut c = compress(&reference, 19);
+        let pad = reference.len() as u32;
+        c.extend_from_slice(&0x184D_2A50u32.to_le_bytes());
+        c.extend_from_slice(&pad.to_le_bytes());
+        c.resize(c.len() + pad as usize, 0);
+        c
+    };
+    let not_zstd = reference.clone();
+    let cases = [
+        ("a flipped byte", flipped),
+        ("an extra entry", extra_entry),
+        ("a truncated stream", truncated),
+        ("bytes after the zstd stream", trailing_garbage),
+        ("padding past the decompressed size", padded),
+        ("an uncompressed archive", not_zstd),
+    ];
+    for (what, offered) in cases {
+        let t = TempStorage::new();
+        let (committed, path) = commit_with_offer(&t, &offered, true).await;
+        assert!(committed == built, "{what}: the archive is built");
+        assert!(!path.exists(), "{what}: the owned offer is removed");
+    }
+    // An offer for another archive id is not used for this one, and a vanished file is no error.
+    let t = TempStorage::new();
+    let s = t.s();
+    ingest_archive_1(s).await;
+    let offered = t.dir.path().join("offered.archive");
+    std::fs::write(&offered, compress(&reference, 19)).unwrap();
+    s.archives().offer_archive_file(2, offered.clone(), false);
+    s.archives()
+        .offer_archive_file(1, t.dir.path().join("vanished.archive"), false);
+    let h = mc_handle(s, 101, false);
+    s.archives().move_into_archive(&h, false).unwrap();
+    s.archives().wait_for_archive_commit().await;
+    let committed = std::fs::read(archive_path(s.archives().dir(), 1)).unwrap();
+    assert!(committed == built);
+}

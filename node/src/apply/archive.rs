@@ -167,6 +167,19 @@ impl SpilledArchive {
         })
     }
 
+    /// The archive's id as storage.md §8.1 numbers archives, the seqno of its first mc block, when the
+    /// stream came whole (a cut stream cannot be any archive's file).
+    pub fn archive_id(&self) -> Option<u32> {
+        if self.read_error.is_some() {
+            return None;
+        }
+        self.index
+            .blocks()
+            .filter(|id| id.is_masterchain())
+            .map(|id| id.seqno)
+            .min()
+    }
+
     /// The index of the whole entries.
     pub fn index(&self) -> &ArchiveIndex {
         &self.index

@@ -834,7 +834,7 @@ impl BlockchainRpcClient {
         on_progress: impl Fn(u64) + Send + Sync + 'static,
     ) -> Result<W, ClientError> {
         let sink = VerifyingSink::new(sink, self.archive_limits());
-        self.download_verified(archive, sink, on_progress)
+        self.download_verified(archive, sink, None, on_progress)
             .await
             .map(|(sink, _)| sink)
     }
@@ -842,28 +842,37 @@ impl BlockchainRpcClient {
     /// [`Self::download_archive`], returning with the sink the index of the archive's entries: where each
     /// entry's data lies in the decompressed stream written to `sink`, recorded by the streaming verifier as
     /// the bytes pass (the caller reads the entries from what it wrote, with no second framing pass).
+    /// `compressed`, if given, also gets the archive as served (the zstd package); it is flushed and dropped
+    /// when the download succeeds.
     pub async fn download_archive_indexed<W: Write + Send + 'static>(
         &self,
         archive: &PendingArchive,
         sink: W,
+        compressed: Option<Box<dyn Write + Send>>,
         on_progress: impl Fn(u64) + Send + Sync + 'static,
     ) -> Result<(W, ArchiveIndex), ClientError> {
         let sink = VerifyingSink::indexing(sink, self.archive_limits());
-        self.download_verified(archive, sink, on_progress).await
+        self.download_verified(archive, sink, compressed, on_progress)
+            .await
     }
 
     async fn download_verified<W: Write + Send + 'static>(
         &self,
         archive: &PendingArchive,
         sink: VerifyingSink<W>,
+        compressed: Option<Box<dyn Write + Send>>,
         on_progress: impl Fn(u64) + Send + Sync + 'static,
     ) -> Result<(W, ArchiveIndex), ClientError> {
         let downloaded = self
-            .archive_download(archive, sink, None, on_progress)
+            .archive_download(archive, sink, compressed, on_progress)
             .await?;
         let (mut sink, index) = downloaded.sink.finish()?;
         sink.flush()
             .map_err(|e| ClientError::Internal(format!("flushing the archive sink: {e}")))?;
+        if let Some(mut tee) = downloaded.compressed_tee {
+            tee.flush()
+                .map_err(|e| ClientError::Internal(format!("flushing the archive copy: {e}")))?;
+        }
         Ok((sink, index))
     }
 

@@ -5,7 +5,7 @@ mod commit;
 mod grouping;
 mod recovery;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -97,13 +97,47 @@ pub(crate) struct ArchiveShared {
     pub(crate) grouping: Mutex<Grouping>,
     pub(crate) committed: Mutex<BTreeSet<u32>>,
     pub(crate) archive_ids_tx: broadcast::Sender<u32>,
+    /// Compressed archive files offered for archives not yet committed, by archive id.
+    pub(crate) sources: Mutex<BTreeMap<u32, OfferedArchive>>,
+}
+
+/// Most offered archive files kept at once: an apply has at most the one it reads and the one before it
+/// waiting for their commits.
+const MAX_OFFERED_ARCHIVES: usize = 4;
+
+/// A compressed archive file offered as the file of one archive ([`ArchiveStorage::offer_archive_file`]).
+pub(crate) struct OfferedArchive {
+    path: PathBuf,
+    /// The storage removes the file once it is no longer needed.
+    owned: bool,
+}
+
+impl Drop for OfferedArchive {
+    fn drop(&mut self) {
+        if self.owned {
+            if let Err(e) = std::fs::remove_file(&self.path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(path = %self.path.display(), error = %e, "failed to remove an offered archive file");
+                }
+            }
+        }
+    }
 }
 
 impl ArchiveShared {
     /// Commits one archive and records it in memory; failures are logged and the TO_COMMIT stays.
     pub(crate) fn commit(&self, id: u32) -> Result<()> {
         let started = std::time::Instant::now();
-        match commit::commit_archive(&self.db, &self.dir, id, self.zstd_level) {
+        // The file offered for this archive, if any; those of older archives can no longer be used.
+        let source = {
+            let mut sources = self.sources.lock();
+            let newer = sources.split_off(&id);
+            let stale = std::mem::replace(&mut *sources, newer);
+            drop(stale);
+            sources.remove(&id)
+        };
+        let source_path = source.as_ref().map(|s| s.path.as_path());
+        match commit::commit_archive(&self.db, &self.dir, id, self.zstd_level, source_path) {
             Ok(decompressed) => {
                 self.committed.lock().insert(id);
                 let _ = self.archive_ids_tx.send(id);
@@ -149,6 +183,7 @@ impl ArchiveStorage {
             grouping: Mutex::new(Grouping::new(config.mc_blocks_per_archive)),
             committed: Mutex::new(BTreeSet::new()),
             archive_ids_tx,
+            sources: Mutex::new(BTreeMap::new()),
         });
         let stats = recovery::recover(&shared, read_only)?;
 
@@ -244,6 +279,24 @@ impl ArchiveStorage {
             self.schedule(CommitMsg::Commit(prev));
         }
         Ok(())
+    }
+
+    /// Offers the compressed archive file at `path` as the file of archive `id` (storage.md §8.3, our
+    /// deviation): when that archive is committed, a copy of the file becomes its archive file if its zstd
+    /// stream decompresses to exactly the bytes the commit would write, instead of compressing them again.
+    /// Any other file is ignored and the archive is built as usual, so the offer is safe for a file from a
+    /// peer or a user. `owned`: the storage removes the file once it no longer needs it (at the commit, or
+    /// when newer offers push it out). An offer is kept in memory only; after a restart the archive is built.
+    pub fn offer_archive_file(&self, id: u32, path: PathBuf, owned: bool) {
+        let offered = OfferedArchive { path, owned };
+        if !self.enabled || self.shared.committed.lock().contains(&id) {
+            return;
+        }
+        let mut sources = self.shared.sources.lock();
+        sources.insert(id, offered);
+        while sources.len() > MAX_OFFERED_ARCHIVES {
+            sources.pop_first();
+        }
     }
 
     /// Waits until every commit scheduled so far has finished.
