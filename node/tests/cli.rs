@@ -156,6 +156,46 @@ fn bad_input_is_rejected_and_data_survives() {
     assert_clean(&after);
 }
 
+/// The groups of an archive are checked by a reader ahead of the apply: a bad mc block stops the import with
+/// every group before it applied and nothing of its own, exactly as one group at a time would.
+#[test]
+fn a_bad_block_stops_the_import_right_before_its_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let raw = archive_1_decompressed();
+    let entries: Vec<_> = regolith_formats::archive::ArchiveReader::new(&raw[..])
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    for seqno in [1u32, 2, 37, 100] {
+        let data = dir.path().join(format!("data-{seqno}"));
+        init(&data);
+        let victim = entries
+            .iter()
+            .find(|e| {
+                e.block_id.is_masterchain()
+                    && e.block_id.seqno == seqno
+                    && e.ty == regolith_formats::archive::ArchiveEntryType::Block
+            })
+            .unwrap();
+        let mut bad = raw.clone();
+        bad[victim.offset as usize + 92 + victim.data.len() / 2] ^= 0x40;
+        let file = dir.path().join(format!("bad-{seqno}.bin"));
+        std::fs::write(&file, zstd::stream::encode_all(&bad[..], 3).unwrap()).unwrap();
+        let err = fails(&data, &["import", file.to_str().unwrap()]);
+        assert!(err.contains(&victim.block_id.to_string()), "{err}");
+        let after = summary(&data);
+        assert_clean(&after);
+        assert_eq!(
+            after["last_applied_mc_block"]
+                .as_str()
+                .unwrap()
+                .split(':')
+                .nth(2),
+            Some((seqno - 1).to_string().as_str()),
+            "mc block {seqno}: {after}"
+        );
+    }
+}
+
 /// Commits archive 1 (still open after mc 100: nothing after it was applied) in a data dir of this test, and
 /// returns the file: what an archive of these blocks holds, byte for byte.
 fn committed_archive_1(data: &std::path::Path) -> Vec<u8> {

@@ -260,6 +260,20 @@ impl BlockComponentStorage {
             .await
     }
 
+    /// The stored form of a checked block's data (one zstd frame with its content size, at this storage's
+    /// level), for [`CheckedBlock::with_data_frame`]: a caller that checks blocks on a thread of its own
+    /// compresses there, and [`Self::store_checked_block`] keeps the frame instead of compressing.
+    pub fn compress_block_data(&self, block: CheckedBlock) -> Result<CheckedBlock> {
+        if block.data_frame().is_some() {
+            return Ok(block);
+        }
+        let frame = compress(block.data(), self.zstd_level).map_err(StorageError::io(format!(
+            "compressing the block data of {}",
+            block.id()
+        )))?;
+        Ok(block.with_data_frame(Bytes::from(frame)))
+    }
+
     /// Stores every part of a checked block (data, proof and queue diff) under its handle, created with the
     /// block's meta and `ref_by_mc_seqno` if the block is unknown. The parts not stored yet go into one batch
     /// with the merge that sets their flags. Nothing is parsed or hashed again: [`CheckedBlock::check`] made

@@ -250,8 +250,31 @@ impl SpilledArchive {
     }
 }
 
-/// The groups of a spilled archive, in apply order.
+/// Groups a reader thread may form ahead of the one being applied: their checks (decoding and hashing every
+/// block) run on another core while the apply stores the current group.
+const GROUPS_AHEAD: usize = 2;
+
+/// The groups of a spilled archive, in apply order. After [`Self::skip_applied`], the first
+/// [`Self::next_group`] hands the archive to a reader thread that forms and checks the groups in order, at
+/// most [`GROUPS_AHEAD`] ahead of the apply; it stops at the first error, which the apply receives in its
+/// turn, so errors come in the same order as they would one group at a time.
 pub struct ArchiveGroups {
+    /// The archive and the walk's state while no reader runs (before the first group, after the last).
+    state: Option<GroupWalk>,
+    reader: Option<Reader>,
+    name: String,
+    blocks_in_archive: usize,
+    decompressed_bytes: u64,
+}
+
+/// The reader thread and the groups it has formed.
+struct Reader {
+    groups: std::sync::mpsc::Receiver<Result<Group, ApplyError>>,
+    thread: std::thread::JoinHandle<GroupWalk>,
+}
+
+/// The walk through an archive's groups.
+struct GroupWalk {
     archive: SpilledArchive,
     /// The mc blocks of the archive, by seqno.
     mc_blocks: Vec<BlockId>,
@@ -271,33 +294,133 @@ impl ArchiveGroups {
             .collect();
         mc_blocks.sort_by_key(|id| id.seqno);
         Self {
-            archive,
-            mc_blocks,
-            next: 0,
-            used: HashSet::new(),
+            name: archive.name.clone(),
+            blocks_in_archive: archive.index.blocks().count(),
+            decompressed_bytes: archive.index.decompressed_len(),
+            state: Some(GroupWalk {
+                archive,
+                mc_blocks,
+                next: 0,
+                used: HashSet::new(),
+            }),
+            reader: None,
         }
     }
 
     /// The archive's name.
     pub fn name(&self) -> &str {
-        &self.archive.name
+        &self.name
     }
 
     /// Blocks in the archive.
     pub fn blocks_in_archive(&self) -> usize {
-        self.archive.index.blocks().count()
+        self.blocks_in_archive
     }
 
     /// Decompressed bytes.
     pub fn decompressed_bytes(&self) -> u64 {
-        self.archive.index.decompressed_len()
+        self.decompressed_bytes
     }
 
     /// Skips the mc blocks at or below `last_applied`; returns how many blocks of the archive that leaves
     /// out as already applied: those mc blocks, and the shard blocks that are applied or lie at or below the
     /// applied top shard block of their shard (`applied_tops`; such a block may since have been removed by
-    /// GC).
+    /// GC). Called before the first group.
     pub fn skip_applied(
+        &mut self,
+        storage: &Storage,
+        last_applied: u32,
+        applied_tops: &std::collections::HashMap<regolith_formats::ShardIdent, u32>,
+    ) -> Result<usize> {
+        let walk = self
+            .state
+            .as_mut()
+            .ok_or_else(|| anyhow!("{}: groups were taken already", self.name))?;
+        walk.skip_applied(storage, last_applied, applied_tops)
+    }
+
+    /// The next group: the next mc block of the archive and the shard blocks it needs that are not applied.
+    /// `last_applied` is the last applied mc seqno when the first group is asked for: no block outside the
+    /// archive becomes applied while its groups are, so the reader's answers hold for every later group. A
+    /// block a group needs that is neither applied nor in the archive stops here with an error naming it (or
+    /// naming where the archive was cut short).
+    pub fn next_group(
+        &mut self,
+        storage: &Storage,
+        last_applied: u32,
+    ) -> Option<Result<Group, ApplyError>> {
+        if self.reader.is_none() {
+            let mut walk = self.state.take()?;
+            let (tx, rx) = std::sync::mpsc::sync_channel(GROUPS_AHEAD);
+            let storage = storage.clone();
+            let spawned = std::thread::Builder::new()
+                .name("archive-groups".into())
+                .spawn(move || {
+                    while let Some(group) = walk.next_group(&storage, last_applied) {
+                        let failed = group.is_err();
+                        if tx.send(group).is_err() || failed {
+                            break;
+                        }
+                    }
+                    walk
+                });
+            match spawned {
+                Ok(thread) => self.reader = Some(Reader { groups: rx, thread }),
+                Err(e) => {
+                    return Some(Err(ApplyError::Local(anyhow!(
+                        "{}: cannot start the group reader: {e}",
+                        self.name
+                    ))))
+                }
+            }
+        }
+        let reader = self.reader.as_ref()?;
+        match reader.groups.recv() {
+            Ok(group) => Some(group),
+            // The reader ended: after the last group, or after the error it sent.
+            Err(_) => match self.stop_reader() {
+                Ok(()) => None,
+                Err(e) => Some(Err(e)),
+            },
+        }
+    }
+
+    /// Ends the reader (it stops at its next group) and takes the walk back.
+    fn stop_reader(&mut self) -> Result<(), ApplyError> {
+        let Some(Reader { groups, thread }) = self.reader.take() else {
+            return Ok(());
+        };
+        drop(groups);
+        match thread.join() {
+            Ok(walk) => {
+                self.state = Some(walk);
+                Ok(())
+            }
+            Err(_) => Err(ApplyError::Local(anyhow!(
+                "{}: the group reader panicked",
+                self.name
+            ))),
+        }
+    }
+
+    /// After the last group: the error that cut the archive short, or a shard block no mc block took.
+    pub fn finish(&mut self) -> Result<(), ApplyError> {
+        self.stop_reader()?;
+        match &self.state {
+            Some(walk) => walk.finish(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ArchiveGroups {
+    fn drop(&mut self) {
+        let _ = self.stop_reader();
+    }
+}
+
+impl GroupWalk {
+    fn skip_applied(
         &mut self,
         storage: &Storage,
         last_applied: u32,
@@ -327,10 +450,7 @@ impl ArchiveGroups {
         Ok(skipped)
     }
 
-    /// The next group: the next mc block of the archive and the shard blocks it needs that are not applied
-    /// (`last_applied` is the last applied mc seqno). A block it needs that is neither applied nor in the
-    /// archive stops here with an error naming it (or naming where the archive was cut short).
-    pub fn next_group(
+    fn next_group(
         &mut self,
         storage: &Storage,
         last_applied: u32,
@@ -346,7 +466,7 @@ impl ArchiveGroups {
         mc_id: &BlockId,
         last_applied: u32,
     ) -> Result<Group, ApplyError> {
-        let mc = self.archive.check_block(mc_id)?;
+        let mc = self.checked(storage, mc_id)?;
         let mut shards = Vec::new();
         let mut seen = HashSet::new();
         let mut pending: Vec<BlockId> = mc.top_shard_blocks().iter().map(|t| t.id).collect();
@@ -359,9 +479,13 @@ impl ArchiveGroups {
                 .index
                 .get(&id, ArchiveEntryType::Block)
                 .is_some()
-                && !self.used.contains(&id)
             {
-                let block = self.archive.check_block(&id)?;
+                if self.used.contains(&id) {
+                    // Applied, or taken into an earlier group: the apply stops before this group unless
+                    // that group was applied.
+                    continue;
+                }
+                let block = self.checked(storage, &id)?;
                 pending.extend(block.prev_ids().iter().copied());
                 self.used.insert(id);
                 shards.push(block);
@@ -384,8 +508,17 @@ impl ArchiveGroups {
         Ok(Group::new(mc, shards))
     }
 
-    /// After the last group: the error that cut the archive short, or a shard block no mc block took.
-    pub fn finish(&self) -> Result<(), ApplyError> {
+    /// Block `id`, checked, with its data compressed into the stored form (on the reader's thread, so that
+    /// the apply does not compress it).
+    fn checked(&self, storage: &Storage, id: &BlockId) -> Result<CheckedBlock, ApplyError> {
+        let block = self.archive.check_block(id)?;
+        storage
+            .components()
+            .compress_block_data(block)
+            .map_err(|e| ApplyError::Local(e.into()))
+    }
+
+    fn finish(&self) -> Result<(), ApplyError> {
         if let Some(e) = self.archive.read_error() {
             return Err(ApplyError::Invalid(e));
         }

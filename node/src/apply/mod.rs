@@ -417,7 +417,7 @@ impl Groups<'_> {
         }
     }
 
-    fn finish(&self) -> Result<(), ApplyError> {
+    fn finish(&mut self) -> Result<(), ApplyError> {
         match self {
             Self::Archive(archive) => archive.finish(),
             Self::Given(_) => Ok(()),
