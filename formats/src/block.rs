@@ -83,6 +83,23 @@ pub struct ParsedBlock {
     pub block: Block,
     /// Size of the raw BOC.
     pub data_size: usize,
+    /// Cells the BOC declares (estimated from its size for a BOC format without the count).
+    pub cell_count: u64,
+}
+
+/// Heap bytes a decoded cell takes beyond its data, as tycho-types lays it out: the shared header with four
+/// child slots, the boxed hashes and depths, and two allocations' overhead.
+const CELL_MEMORY_BYTES: u64 = 192;
+
+/// The cell count a BOC declares in its header (the generic `b5ee9c72` format), if it is one.
+fn declared_cells(raw: &[u8]) -> Option<u64> {
+    let rest = raw.strip_prefix(&[0xb5, 0xee, 0x9c, 0x72])?;
+    let size = usize::from(*rest.first()? & 0b111);
+    if !(1..=4).contains(&size) {
+        return None;
+    }
+    let cells = rest.get(2..2 + size)?;
+    Some(cells.iter().fold(0u64, |n, b| (n << 8) | u64::from(*b)))
 }
 
 impl std::fmt::Debug for ParsedBlock {
@@ -123,7 +140,14 @@ impl ParsedBlock {
             root,
             block,
             data_size: raw.len(),
+            cell_count: declared_cells(raw).unwrap_or(raw.len() as u64 / 32),
         })
+    }
+
+    /// An estimate of the memory the decoded block holds: its cells' data (at most the BOC's size) and
+    /// their layout in memory, several times the BOC for small cells.
+    pub fn memory_weight(&self) -> u64 {
+        self.data_size as u64 + self.cell_count * CELL_MEMORY_BYTES
     }
 
     /// Top shard blocks referenced by this mc block: (shard, seqno) pairs.
@@ -517,5 +541,31 @@ mod tests {
         // The data of another block under this id.
         let err = check(id, &[other[0].clone(), good[1].clone(), good[2].clone()]).unwrap_err();
         assert!(matches!(err, BlockError::FileHash { .. }), "{err}");
+    }
+
+    #[test]
+    fn the_cell_count_is_the_one_the_boc_declares_and_weighs_the_memory() {
+        for (id, [data, _, _]) in fixture_parts() {
+            let parsed = ParsedBlock::parse(&id, &data).unwrap();
+            // Every distinct cell of the tree, as the BOC stores each once.
+            let mut seen = std::collections::HashSet::new();
+            let mut stack = vec![parsed.root.clone()];
+            while let Some(cell) = stack.pop() {
+                if seen.insert(*cell.repr_hash()) {
+                    stack.extend(cell.references().cloned());
+                }
+            }
+            assert_eq!(parsed.cell_count, seen.len() as u64, "{id}");
+            assert_eq!(
+                parsed.memory_weight(),
+                data.len() as u64 + seen.len() as u64 * CELL_MEMORY_BYTES
+            );
+        }
+        assert_eq!(declared_cells(b"not a boc"), None);
+        assert_eq!(declared_cells(&[0xb5, 0xee, 0x9c, 0x72, 0x00, 0x01]), None);
+        assert_eq!(
+            declared_cells(&[0xb5, 0xee, 0x9c, 0x72, 0x02, 0x01, 0x01, 0x02]),
+            Some(258)
+        );
     }
 }

@@ -1,4 +1,7 @@
-//! LRU cache of parsed blocks with a TTL; entry weight = data size + 1 KiB (storage.md §7.6).
+//! LRU cache of parsed blocks with a TTL (storage.md §7.6). An entry weighs what the decoded block holds in
+//! memory ([`ParsedBlock::memory_weight`]: its cells, not just its BOC) + 1 KiB, so that the configured size
+//! bounds the memory the cache takes; storage.md's weight (data size + 1 KiB) let a 500 MB cache hold several
+//! times that (a deviation).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,7 +57,7 @@ impl BlockCache {
     }
 
     pub(crate) fn insert(&self, block: Arc<ParsedBlock>) {
-        let weight = block.data_size as u64 + 1024;
+        let weight = block.memory_weight() + 1024;
         if weight > self.capacity {
             return;
         }
@@ -83,5 +86,47 @@ impl BlockCache {
                 inner.total_weight -= e.weight;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
+
+    fn fixture_blocks() -> Vec<Arc<ParsedBlock>> {
+        let file = std::fs::File::open(regolith_test_support::archive_1_path()).unwrap();
+        ArchiveReader::new_compressed(file)
+            .unwrap()
+            .map(Result::unwrap)
+            .filter(|e| e.ty == ArchiveEntryType::Block)
+            .map(|e| Arc::new(ParsedBlock::parse(&e.block_id, &e.data).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn entries_weigh_their_decoded_cells_and_the_capacity_bounds_them() {
+        let blocks = fixture_blocks();
+        let weights: Vec<u64> = blocks.iter().map(|b| b.memory_weight() + 1024).collect();
+        for (b, w) in blocks.iter().zip(&weights) {
+            // A decoded block weighs more than its BOC: at least one cell's layout on top of its bytes.
+            assert!(*w > b.data_size as u64 + 1024, "{}", b.id);
+        }
+        let capacity = weights[..10].iter().sum::<u64>();
+        let cache = BlockCache::new(capacity, Duration::from_secs(3600));
+        for b in &blocks {
+            cache.insert(b.clone());
+            assert!(cache.inner.lock().total_weight <= capacity);
+        }
+        let held: u64 = blocks
+            .iter()
+            .zip(&weights)
+            .filter(|(b, _)| cache.get(&b.id).is_some())
+            .map(|(_, w)| w)
+            .sum();
+        assert_eq!(held, cache.inner.lock().total_weight);
+        // The newest block is held, the first ones were evicted.
+        assert!(cache.get(&blocks.last().unwrap().id).is_some());
+        assert!(cache.get(&blocks[0].id).is_none());
     }
 }
