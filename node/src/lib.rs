@@ -8,6 +8,7 @@ pub mod bench;
 pub mod block_check;
 pub mod block_ref;
 pub mod chain_cmd;
+mod checked_batch;
 pub mod cold_boot;
 pub mod config;
 mod crash;

@@ -18,17 +18,17 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use regolith_formats::{BlockId, CheckedBlock};
 use regolith_rpc::client::{
-    ArchiveSearch, BlockDataFull, BlockchainRpcClient, ClientError, DataRequirement, Neighbour,
-    NextBlocksBatch, Punishment,
+    ArchiveSearch, BlockchainRpcClient, ClientError, DataRequirement, Neighbour, Punishment,
 };
 use regolith_storage::Storage;
 use tokio::sync::watch;
 
 use crate::apply::{
-    ApplyError, ArchiveGroups, Group, ImportOptions, ImportReport, Pipeline, Source as ApplySource,
-    SpilledArchive,
+    ApplyError, ApplySession, ArchiveGroups, Group, ImportOptions, ImportReport, Pipeline,
+    Source as ApplySource, SpilledArchive,
 };
 use crate::block_check::check_downloaded_block;
+use crate::checked_batch::CheckedBatch;
 use crate::progress::Progress;
 use crate::queue_sync::NodeQueue;
 
@@ -121,7 +121,7 @@ pub struct Sync {
 /// A batch asked for ahead: the one after mc block `after`. Dropping it stops the query.
 struct Prefetch {
     after: BlockId,
-    task: tokio::task::JoinHandle<Result<Option<NextBlocksBatch>, ClientError>>,
+    task: tokio::task::JoinHandle<Result<Option<CheckedBatch>, ClientError>>,
 }
 
 impl Drop for Prefetch {
@@ -417,26 +417,34 @@ impl Sync {
                     .await
                     .unwrap_or_else(|e| Err(ClientError::Internal(format!("the batch task: {e}")))),
                 // Asked after a block that is not the last applied one (the batch before it failed).
-                _ => {
-                    self.client
-                        .get_next_blocks_full(last, regolith_rpc::proto::MAX_BATCH_MC_BLOCKS)
-                        .await
-                }
+                _ => match self
+                    .client
+                    .get_next_blocks_full(last, regolith_rpc::proto::MAX_BATCH_MC_BLOCKS)
+                    .await
+                {
+                    Ok(Some(batch)) => Ok(Some(CheckedBatch::check_ahead(batch).await)),
+                    Ok(None) => Ok(None),
+                    Err(e) => Err(e),
+                },
             };
             match fetched {
                 Ok(Some(batch)) => {
-                    // The next batch is asked for while this one is applied.
+                    // The next batch is asked for, and its blocks checked, while this one is applied.
                     let after = *batch.last_mc_id();
                     let client = self.client.clone();
                     self.prefetch = Some(Prefetch {
                         after,
                         task: tokio::spawn(async move {
-                            client
+                            let batch = client
                                 .get_next_blocks_full(
                                     &after,
                                     regolith_rpc::proto::MAX_BATCH_MC_BLOCKS,
                                 )
-                                .await
+                                .await?;
+                            Ok(match batch {
+                                Some(batch) => Some(CheckedBatch::check_ahead(batch).await),
+                                None => None,
+                            })
                         }),
                     });
                     self.stats
@@ -469,7 +477,19 @@ impl Sync {
             self.tip.note_held(last.seqno);
             return Ok(None);
         };
-        self.apply_next(last, mc, &got.neighbour, None)
+        let peer = *got.neighbour.peer_id();
+        // Every block is checked once, here or in the batch, as it arrives (hashes, proof, diff): the
+        // neighbour that sent a bad one is the one punished, and the apply path takes the checked values.
+        let mc_block = check_downloaded_block(None, &mc).map_err(|e| {
+            got.neighbour.punish(Punishment::Malicious);
+            StepError {
+                reason: "bad_block",
+                peer: Some(peer),
+                error: e.context(format!("the next mc block from {peer}")),
+            }
+        })?;
+        drop(mc);
+        self.apply_next(last, mc_block, &got.neighbour, None, None)
             .await
             .map(Some)
     }
@@ -480,16 +500,23 @@ impl Sync {
     async fn apply_batch(
         &mut self,
         last: &BlockId,
-        mut batch: NextBlocksBatch,
+        mut batch: CheckedBatch,
     ) -> Result<usize, StepError> {
         let neighbour = batch.neighbour().clone();
         let peer = *neighbour.peer_id();
         let mut last = *last;
         let mut applied = 0;
+        // The batch's groups share one group commit: durable together when the session closes.
+        let origin = format!("a batch from {peer}");
+        let mut session = match self.pipeline.open_session(&origin) {
+            Ok(session) => session,
+            Err(e) => return Err(StepError::local("local", e.into_inner())),
+        };
+        let mut stopped = None;
         while let Some(mc) = batch.next_mc().await {
             let result = match mc {
                 Ok(mc) => {
-                    self.apply_next(&last, mc, &neighbour, Some(&mut batch))
+                    self.apply_next(&last, mc, &neighbour, Some(&mut batch), Some(&mut session))
                         .await
                 }
                 Err(e) => {
@@ -497,23 +524,42 @@ impl Sync {
                     Err(StepError {
                         reason: "bad_block",
                         peer: Some(peer),
-                        error: anyhow!("mc block {} of a batch from {peer}: {e}", last.seqno + 1),
+                        error: e.context(format!(
+                            "mc block {} of a batch from {peer}",
+                            last.seqno + 1
+                        )),
                     })
                 }
             };
-            match result {
-                Ok(n) => {
+            match result.and_then(|n| Ok((n, self.last_applied()?))) {
+                Ok((n, now)) => {
                     applied += n;
-                    last = self.last_applied()?;
+                    last = now;
                 }
-                Err(e) if applied == 0 => return Err(e),
+                Err(e) if applied == 0 => {
+                    stopped = Some(e);
+                    break;
+                }
                 Err(e) => {
                     self.failed(&e);
                     break;
                 }
             }
         }
-        Ok(applied)
+        if let Err(e) = self
+            .pipeline
+            .close_session(session, Ok(()), &self.progress)
+            .await
+        {
+            return Err(StepError::local(
+                "local",
+                e.into_inner().context(format!("making {origin} durable")),
+            ));
+        }
+        match stopped {
+            Some(e) => Err(e),
+            None => Ok(applied),
+        }
     }
 
     /// Checks and verifies mc block `mc`, the one after `last` that `neighbour` sent, fetches the shard
@@ -521,9 +567,10 @@ impl Sync {
     async fn apply_next(
         &mut self,
         last: &BlockId,
-        mc: BlockDataFull,
+        mc_block: CheckedBlock,
         neighbour: &Arc<Neighbour>,
-        mut batch: Option<&mut NextBlocksBatch>,
+        mut batch: Option<&mut CheckedBatch>,
+        session: Option<&mut ApplySession>,
     ) -> Result<usize, StepError> {
         let peer = *neighbour.peer_id();
         let blame = |reason: &'static str, error: anyhow::Error| {
@@ -534,19 +581,13 @@ impl Sync {
                 error,
             }
         };
-        // Every block is checked once, here, as it arrives (hashes, proof, diff): the neighbour that sent a
-        // bad one is the one punished, and the apply path takes the checked values as they are.
-        let mc_block = match check_downloaded_block(None, &mc) {
-            Ok(c) if mc.block_id.is_masterchain() && mc.block_id.seqno == last.seqno + 1 => c,
-            Ok(_) => {
-                return Err(blame(
-                    "not_next",
-                    anyhow!("{peer} answered {} as the block after {last}", mc.block_id),
-                ))
-            }
-            Err(e) => return Err(blame("bad_block", e.context("the next mc block"))),
-        };
-        drop(mc);
+        let id = *mc_block.id();
+        if !id.is_masterchain() || id.seqno != last.seqno + 1 {
+            return Err(blame(
+                "not_next",
+                anyhow!("{peer} answered {id} as the block after {last}"),
+            ));
+        }
         let origin = format!("mc block {} from {peer}", last.seqno + 1);
         match self.pipeline.verify_next_mc(&mc_block, last, &origin).await {
             Ok(()) => {}
@@ -588,15 +629,12 @@ impl Sync {
                     missing.push(id);
                     continue;
                 };
-                let block = data
-                    .map_err(|e| anyhow!("{e}"))
-                    .and_then(|data| check_downloaded_block(Some(&id), &data))
-                    .map_err(|e| {
-                        blame(
-                            "bad_block",
-                            e.context(format!("shard block {id} of a batch from {peer}")),
-                        )
-                    })?;
+                let block = data.map_err(|e| {
+                    blame(
+                        "bad_block",
+                        e.context(format!("shard block {id} of a batch from {peer}")),
+                    )
+                })?;
                 level.extend(block.prev_ids().iter().copied());
                 shards.push(block);
             }
@@ -613,10 +651,18 @@ impl Sync {
             }
         }
         let group = Group::new(mc_block, shards);
-        let applied = self
-            .pipeline
-            .apply(ApplySource::Groups(vec![group]), &origin, &self.progress)
-            .await;
+        let applied = match session {
+            Some(session) => {
+                self.pipeline
+                    .apply_in(session, &group, &origin, &self.progress)
+                    .await
+            }
+            None => {
+                self.pipeline
+                    .apply(ApplySource::Groups(vec![group]), &origin, &self.progress)
+                    .await
+            }
+        };
         self.applied(Source::Block, applied, neighbour, "invalid_group")
     }
 

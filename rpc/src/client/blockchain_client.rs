@@ -100,6 +100,11 @@ impl NextBlocksBatch {
         self.shards.len()
     }
 
+    /// The ids of the shard blocks not taken yet, in no particular order.
+    pub fn shard_block_ids(&self) -> Vec<BlockId> {
+        self.shards.keys().copied().collect()
+    }
+
     /// The next mc block of the batch, decompressed; the first is the one after the asked block.
     pub async fn next_mc(&mut self) -> Option<Result<BlockDataFull, ClientError>> {
         let entry = self.mc.pop_front()?;
