@@ -531,10 +531,10 @@ impl Sync {
                     })
                 }
             };
-            match result.and_then(|n| Ok((n, self.last_applied()?))) {
-                Ok((n, now)) => {
+            match result {
+                Ok(n) => {
                     applied += n;
-                    last = now;
+                    last = *session.last_applied();
                 }
                 Err(e) if applied == 0 => {
                     stopped = Some(e);

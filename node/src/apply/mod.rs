@@ -471,6 +471,13 @@ pub struct ApplySession {
     bytes_done: u64,
 }
 
+impl ApplySession {
+    /// The last applied mc block: the session's last group, or the one before the session.
+    pub fn last_applied(&self) -> &BlockId {
+        &self.last
+    }
+}
+
 /// The groups being applied.
 enum Groups<'s> {
     Archive(&'s mut ArchiveGroups),

@@ -131,9 +131,7 @@ impl ArchiveShared {
         // The file offered for this archive, if any; those of older archives can no longer be used.
         let source = {
             let mut sources = self.sources.lock();
-            let newer = sources.split_off(&id);
-            let stale = std::mem::replace(&mut *sources, newer);
-            drop(stale);
+            *sources = sources.split_off(&id);
             sources.remove(&id)
         };
         let source_path = source.as_ref().map(|s| s.path.as_path());
