@@ -170,17 +170,20 @@ impl<T: Table, O: AsRef<Db<T::Schema>>> OwnedIter<T, O> {
     }
 }
 
-impl<T: Table, O: AsRef<Db<T::Schema>>> Iterator for OwnedIter<T, O> {
-    type Item = Result<(T::Key, T::Value)>;
+impl<T: Table, O: AsRef<Db<T::Schema>>> OwnedIter<T, O> {
+    /// The next row with its value left undecoded: `read` gets the decoded key and the value's bytes,
+    /// which live only for the call (nothing is copied). A key that does not decode is reported, and the
+    /// iterator moves past it.
+    pub fn next_raw<R>(&mut self, read: impl FnOnce(T::Key, &[u8]) -> R) -> Option<Result<R>> {
+        self.advance(|key, value| Ok(read(decode_key::<T>(key)?, value)))
+    }
 
-    fn next(&mut self) -> Option<Self::Item> {
+    fn advance<R>(&mut self, read: impl FnOnce(&[u8], &[u8]) -> Result<R>) -> Option<Result<R>> {
         if self.done {
             return None;
         }
         let item = match self.iter.item() {
-            Some((key, value)) => {
-                decode_key::<T>(key).and_then(|k| Ok((k, decode_value::<T>(key, value)?)))
-            }
+            Some((key, value)) => read(key, value),
             None => {
                 self.done = true;
                 return self
@@ -194,5 +197,13 @@ impl<T: Table, O: AsRef<Db<T::Schema>>> Iterator for OwnedIter<T, O> {
         // A row that does not decode is reported, and the iterator moves past it.
         self.iter.next();
         Some(item)
+    }
+}
+
+impl<T: Table, O: AsRef<Db<T::Schema>>> Iterator for OwnedIter<T, O> {
+    type Item = Result<(T::Key, T::Value)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.advance(|key, value| Ok((decode_key::<T>(key)?, decode_value::<T>(key, value)?)))
     }
 }

@@ -8,7 +8,6 @@ use regolith_formats::queue_state::{QueueState, MAX_CHUNK_ROOTS};
 use regolith_formats::{BlockId, HashBytes, ShardIdent};
 use regolith_kv::Batch;
 use tycho_types::boc::de::{BocHeader, Options as BocOptions};
-use tycho_types::boc::Boc;
 use tycho_types::cell::{Cell, CellFamily, Load};
 use tycho_types::models::{IntAddr, MsgInfo};
 
@@ -187,10 +186,12 @@ pub(crate) fn import(
                     shard,
                     key: QueueKey::new(info.created_lt, hash),
                 };
+                let mut body = Vec::with_capacity(512);
+                crate::message_boc::encode(root.as_ref(), &mut body);
                 let entry = MessageEntry {
                     dest_workchain: dst.workchain,
                     dest_prefix: dst.prefix(),
-                    body: Boc::encode(&root),
+                    body,
                 };
                 db.batch_put::<ShardIntMessages>(&mut batch, &key, &entry);
             }

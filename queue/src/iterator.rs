@@ -19,6 +19,16 @@ use crate::tables::{MessageEntry, MessageKey, ShardIntMessages};
 struct Source {
     shard: ShardIdent,
     iter: OwnedIter<ShardIntMessages>,
+    /// The last key read, skipped ones included.
+    position: Option<QueueKey>,
+}
+
+/// One stored row as the refill sees it.
+enum Row<V> {
+    /// Addressed outside `for_shard`: only its key and header were read.
+    Skipped,
+    /// Decoded.
+    Message(V),
 }
 
 /// Iterates one partition's messages over several source ranges in ascending key order.
@@ -28,7 +38,6 @@ pub struct QueueIterator<V> {
     heap: BinaryHeap<Reverse<(QueueKey, usize)>>,
     pending: Vec<Option<Arc<V>>>,
     needs_refill: Vec<usize>,
-    positions: BTreeMap<ShardIdent, QueueKey>,
     scanned: u64,
 }
 
@@ -54,6 +63,7 @@ impl<V: MessageValue> QueueIterator<V> {
             sources.push(Source {
                 shard: range.shard,
                 iter: OwnedIter::new(snapshot.clone(), rows),
+                position: None,
             });
         }
         let n = sources.len();
@@ -63,7 +73,6 @@ impl<V: MessageValue> QueueIterator<V> {
             heap: BinaryHeap::with_capacity(n),
             pending: (0..n).map(|_| None).collect(),
             needs_refill: (0..n).collect(),
-            positions: BTreeMap::new(),
             scanned: 0,
         })
     }
@@ -94,7 +103,10 @@ impl<V: MessageValue> QueueIterator<V> {
 
     /// Each source's last key seen, skipped keys included.
     pub fn current_position(&self) -> BTreeMap<ShardIdent, QueueKey> {
-        self.positions.clone()
+        self.sources
+            .iter()
+            .filter_map(|source| Some((source.shard, source.position?)))
+            .collect()
     }
 
     /// Number of stored messages read so far, skipped ones included.
@@ -102,33 +114,42 @@ impl<V: MessageValue> QueueIterator<V> {
         self.scanned
     }
 
-    /// Advances source `index` to its next message for `for_shard` and puts it in the heap.
+    /// Advances source `index` to its next message for `for_shard` and puts it in the heap. The value of a
+    /// skipped row is read no further than its header, and no row's bytes are copied before decoding.
     fn refill(&mut self, index: usize) -> Result<()> {
+        let for_shard = self.for_shard;
         let source = &mut self.sources[index];
+        let shard = source.shard;
         loop {
-            let Some(row) = source.iter.next() else {
+            let Some(row) = source.iter.next_raw(|key, value| {
+                let queue_key = key.key;
+                let row = MessageEntry::split(value).and_then(|(workchain, prefix, body)| {
+                    if !shard_contains(&for_shard, i32::from(workchain), prefix) {
+                        return Ok(Row::Skipped);
+                    }
+                    V::deserialize(&queue_key, body)
+                        .map(Row::Message)
+                        .map_err(|reason| QueueError::Deserialize {
+                            source_shard: shard,
+                            key: queue_key,
+                            reason,
+                        })
+                });
+                (queue_key, row)
+            }) else {
                 return Ok(());
             };
-            let (key, entry): (MessageKey, MessageEntry) = row?;
-            let queue_key = key.key;
+            let (queue_key, row) = row?;
             self.scanned += 1;
-            self.positions.insert(source.shard, queue_key);
-            if !shard_contains(
-                &self.for_shard,
-                i32::from(entry.dest_workchain),
-                entry.dest_prefix,
-            ) {
-                continue;
+            source.position = Some(queue_key);
+            match row? {
+                Row::Skipped => continue,
+                Row::Message(message) => {
+                    self.pending[index] = Some(Arc::new(message));
+                    self.heap.push(Reverse((queue_key, index)));
+                    return Ok(());
+                }
             }
-            let message =
-                V::deserialize(&entry.body).map_err(|reason| QueueError::Deserialize {
-                    source_shard: source.shard,
-                    key: queue_key,
-                    reason,
-                })?;
-            self.pending[index] = Some(Arc::new(message));
-            self.heap.push(Reverse((queue_key, index)));
-            return Ok(());
         }
     }
 }

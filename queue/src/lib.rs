@@ -24,6 +24,7 @@ mod import;
 mod iterator;
 mod key;
 mod message;
+mod message_boc;
 mod overview;
 mod queue;
 mod router;

@@ -1,17 +1,17 @@
 //! Message values stored in the queue: the [`MessageValue`] trait and the production [`EnqueuedMessage`].
 
-use tycho_types::boc::Boc;
 use tycho_types::cell::{Cell, Load};
 use tycho_types::models::{IntAddr, IntMsgInfo, MsgInfo};
 
 use crate::key::QueueKey;
+use crate::message_boc;
 
 /// A message the queue can store: serializable, keyed by (created_lt, cell hash).
 pub trait MessageValue: Send + Sync + Sized + 'static {
     /// Appends the stored body (after the 9-byte destination header) to `out`.
     fn serialize(&self, out: &mut Vec<u8>);
-    /// Decodes a stored body; the error says what was wrong.
-    fn deserialize(bytes: &[u8]) -> Result<Self, String>;
+    /// Decodes a stored body, which the row's `key` names; the error says what was wrong.
+    fn deserialize(key: &QueueKey, bytes: &[u8]) -> Result<Self, String>;
     /// The queue key: (created_lt, representation hash of the cell).
     fn key(&self) -> QueueKey;
     /// Source address.
@@ -24,7 +24,8 @@ pub trait MessageValue: Send + Sync + Sized + 'static {
     fn cell(&self) -> &Cell;
 }
 
-/// An internal message: its parsed info and its cell. Stored as a single-root BOC of the cell.
+/// An internal message: its parsed info and its cell. Stored as a single-root BOC of the cell whose cells
+/// below the root carry their hashes (the root's is the key's), so that reading it back hashes nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnqueuedMessage {
     /// Parsed info.
@@ -64,12 +65,18 @@ impl Ord for EnqueuedMessage {
 
 impl MessageValue for EnqueuedMessage {
     fn serialize(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&Boc::encode(&self.cell));
+        message_boc::encode(self.cell.as_ref(), out);
     }
 
-    fn deserialize(bytes: &[u8]) -> Result<Self, String> {
-        let cell = Boc::decode(bytes).map_err(|e| format!("message BOC: {e}"))?;
-        Self::from_cell(cell)
+    fn deserialize(key: &QueueKey, bytes: &[u8]) -> Result<Self, String> {
+        let message = Self::from_cell(message_boc::decode(bytes, &key.hash)?)?;
+        if message.info.created_lt != key.lt {
+            return Err(format!(
+                "message created at lt {}, its key says {}",
+                message.info.created_lt, key.lt
+            ));
+        }
+        Ok(message)
     }
 
     fn key(&self) -> QueueKey {
