@@ -8,7 +8,7 @@ use std::ops::Bound;
 use common::*;
 use regolith_queue::tables::{IntMsgStatistics, MessageKey, ShardIntMessages, Table};
 use regolith_queue::{
-    BoundedShardRange, DiffZone, MessageQueue, MessageValue, PartitionRouter,
+    BoundedShardRange, DiffZone, EnqueuedMessage, MessageQueue, MessageValue, PartitionRouter,
     QueueDiffWithMessages, QueueError, QueueKey, RouterHalf, ShardRange,
 };
 
@@ -16,7 +16,7 @@ fn apply_with_router(
     q: &Q,
     shard: regolith_formats::ShardIdent,
     seqno: u32,
-    ms: Vec<regolith_queue::EnqueuedMessage>,
+    ms: Vec<EnqueuedMessage>,
     router: PartitionRouter,
 ) {
     let diff = QueueDiffWithMessages::new(ms, BTreeMap::new(), router);
@@ -140,6 +140,70 @@ fn s39_skipped_messages_are_not_decoded() {
         }
     }
     assert_eq!((ok, errors), (2, 1));
+}
+
+#[test]
+fn stored_messages_keep_their_hashes_and_older_plain_bocs_still_read() {
+    let env = Env::new();
+    let q = env.q();
+    let messages: Vec<EnqueuedMessage> = (1..=3)
+        .map(|lt| EnqueuedMessage::from_cell(msg_cell(lt, &b1(), &m1(), 100)).unwrap())
+        .collect();
+    apply(q, SH, 1, messages.clone(), None).unwrap();
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = env
+        .dump()
+        .into_iter()
+        .filter(|(t, _, _)| t == MESSAGES)
+        .map(|(_, k, v)| (k, v))
+        .collect();
+    // The stored form: a standard BOC whose body cell (not the root) carries its hash.
+    for ((_, value), message) in rows.iter().zip(&messages) {
+        let body = &value[9..];
+        assert_eq!(body[..4], [0xb5, 0xee, 0x9c, 0x72]);
+        let body_hash = message.cell.reference(0).unwrap().repr_hash();
+        assert!(body.windows(32).any(|w| w == body_hash.as_slice()));
+        assert!(!body
+            .windows(32)
+            .any(|w| w == message.cell.repr_hash().as_slice()));
+        let standard = tycho_types::boc::Boc::decode(body).unwrap();
+        assert_eq!(standard.repr_hash(), message.cell.repr_hash());
+    }
+    let read = collect(q.create_iterator(MC, 1, &[full(SH)]).unwrap());
+    let read: Vec<EnqueuedMessage> = read.iter().map(|(_, m)| (**m).clone()).collect();
+    assert_eq!(read, messages);
+    for (got, want) in read.iter().zip(&messages) {
+        assert_eq!(
+            got.cell.reference(0).unwrap().repr_hash(),
+            want.cell.reference(0).unwrap().repr_hash()
+        );
+        assert_eq!(got.cell.repr_depth(), want.cell.repr_depth());
+    }
+
+    // Rows written before the stored form hold plain BOCs, decoded in full and checked against their key:
+    // lt 1 as it was, lt 2 with the BOC of lt 3 (its key names another message); lt 3 stays as stored.
+    let db = q.storage().db();
+    let key = |raw: &[u8]| <MessageKey as regolith_kv::Codec>::decode(raw).unwrap();
+    let plain = |m: &EnqueuedMessage, header: &[u8]| {
+        let mut value = header.to_vec();
+        value.extend_from_slice(&tycho_types::boc::Boc::encode(&m.cell));
+        value
+    };
+    db.put_raw_value::<ShardIntMessages>(&key(&rows[0].0), &plain(&messages[0], &rows[0].1[..9]))
+        .unwrap();
+    db.put_raw_value::<ShardIntMessages>(&key(&rows[1].0), &plain(&messages[2], &rows[1].1[..9]))
+        .unwrap();
+    let mut it = q.create_iterator(MC, 1, &[full(SH)]).unwrap();
+    let first = it.next().unwrap().unwrap().1;
+    assert_eq!(*first, messages[0]);
+    match it.next().unwrap() {
+        Err(QueueError::Deserialize { key, reason, .. }) => {
+            assert_eq!(key.lt, 2);
+            assert!(reason.contains("its key says"), "{reason}");
+        }
+        other => panic!("a body under another message's key was read: {other:?}"),
+    }
+    assert_eq!(*it.next().unwrap().unwrap().1, messages[2]);
+    assert!(it.next().is_none());
 }
 
 #[test]
