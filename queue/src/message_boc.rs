@@ -11,7 +11,10 @@
 use std::collections::HashMap;
 
 use tycho_types::boc::Boc;
-use tycho_types::cell::{Cell, CellDescriptor, CellImpl, CellInner, DynCell, HashBytes};
+use tycho_types::cell::{
+    Cell, CellContext, CellDescriptor, CellFamily, CellImpl, CellInner, CellParts, DynCell,
+    HashBytes, LoadMode,
+};
 
 /// The generic BOC tag.
 const BOC_TAG: [u8; 4] = [0xb5, 0xee, 0x9c, 0x72];
@@ -141,12 +144,22 @@ fn write_hashed(cells: &[&DynCell], seen: &Seen, out: &mut Vec<u8>) {
 }
 
 /// Decodes a stored message whose key carries `root_hash`. A BOC not in the stored form is decoded by
-/// `Boc::decode`, and its root hash must then equal `root_hash`.
+/// `Boc::decode`, and its root hash must then equal `root_hash`; so is one in the stored form that does not
+/// hold together (a stored depth the tree contradicts, say), which is logged: its cells and their computed
+/// hashes decide, never the stored ones.
 pub(crate) fn decode(bytes: &[u8], root_hash: &HashBytes) -> Result<Cell, String> {
-    if let Some(cell) = decode_hashed(bytes, root_hash)? {
-        return Ok(cell);
+    let inconsistent = match decode_hashed(bytes, root_hash) {
+        Ok(Some(cell)) => return Ok(cell),
+        Ok(None) => None,
+        Err(reason) => Some(reason),
+    };
+    let cell = Boc::decode_ext(bytes, &WithoutStoredHashBit).map_err(|e| match &inconsistent {
+        Some(reason) => format!("{reason}; as a plain BOC: {e}"),
+        None => format!("message BOC: {e}"),
+    })?;
+    if let Some(reason) = inconsistent {
+        tracing::warn!(message = %root_hash, %reason, "stored message read by hashing its cells");
     }
-    let cell = Boc::decode(bytes).map_err(|e| format!("message BOC: {e}"))?;
     if cell.repr_hash() != root_hash {
         return Err(format!(
             "message BOC hashes to {}, its key says {root_hash}",
@@ -154,6 +167,29 @@ pub(crate) fn decode(bytes: &[u8], root_hash: &HashBytes) -> Result<Cell, String
         ));
     }
     Ok(cell)
+}
+
+/// Builds cells as the default context does, but without the with-hashes bit of their BOC descriptor
+/// (the default decoder keeps it, and a cell re-encoded later would carry its hashes again).
+struct WithoutStoredHashBit;
+
+impl CellContext for WithoutStoredHashBit {
+    fn finalize_cell(&self, mut cell: CellParts<'_>) -> Result<Cell, tycho_types::error::Error> {
+        cell.descriptor.d1 &= !CellDescriptor::STORE_HASHES_MASK;
+        Cell::empty_context().finalize_cell(cell)
+    }
+
+    fn load_cell(&self, cell: Cell, mode: LoadMode) -> Result<Cell, tycho_types::error::Error> {
+        Cell::empty_context().load_cell(cell, mode)
+    }
+
+    fn load_dyn_cell<'s: 'a, 'a>(
+        &'s self,
+        cell: &'a DynCell,
+        mode: LoadMode,
+    ) -> Result<&'a DynCell, tycho_types::error::Error> {
+        Cell::empty_context().load_dyn_cell(cell, mode)
+    }
 }
 
 /// A big-endian unsigned integer of `len` (≤ 8) bytes at the front of `bytes`, which is advanced.
@@ -549,7 +585,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stored_depth_that_disagrees_with_the_tree_is_refused() {
+    fn a_stored_depth_that_disagrees_with_the_tree_is_not_trusted() {
         let tree = node(1, 600, &[leaf(7, 960)]);
         let mut bytes = stored(&tree);
         // Header 4 + 2 + 3 × 1 + 1 + root index 1 = 11; root: 2 + data + 1 ref; then the child's
@@ -557,8 +593,18 @@ mod tests {
         let depth_at = 11 + 2 + tree.data().len() + 1 + 2 + 32;
         assert_eq!(&bytes[depth_at..depth_at + 2], &[0, 0]);
         bytes[depth_at + 1] = 1;
-        let error = decode(&bytes, tree.repr_hash()).unwrap_err();
+        let error = decode_hashed(&bytes, tree.repr_hash()).unwrap_err();
         assert!(error.contains("depth"), "{error}");
+        // The cells themselves are whole: hashed in full, they are the message of the key, and only that.
+        assert_same(
+            tree.as_ref(),
+            decode(&bytes, tree.repr_hash()).unwrap().as_ref(),
+        );
+        let error = decode(&bytes, &HashBytes([1; 32])).unwrap_err();
+        assert!(error.contains("its key says"), "{error}");
+        // Cut short, it is neither form.
+        let error = decode(&bytes[..bytes.len() - 1], tree.repr_hash()).unwrap_err();
+        assert!(error.contains("as a plain BOC"), "{error}");
     }
 
     #[test]
