@@ -9,6 +9,9 @@
 //! `Boc::decode` for every BOC that is not in it, and then checks the computed root hash against the key.
 
 use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::ptr::addr_of_mut;
+use std::sync::Arc;
 
 use tycho_types::boc::Boc;
 use tycho_types::cell::{
@@ -242,19 +245,48 @@ fn decode_hashed(bytes: &[u8], root_hash: &HashBytes) -> Result<Option<Cell>, St
         ));
     }
 
-    // The raw cells in BOC order.
-    let mut raw: Vec<RawCell<'_>> = Vec::with_capacity(count);
-    for index in 0..count {
+    // A message is a few cells: their working arrays stay on the stack up to [`INLINE_CELLS`].
+    if count <= INLINE_CELLS {
+        let mut raw: [Option<RawCell<'_>>; INLINE_CELLS] = Default::default();
+        let mut built: [Option<Cell>; INLINE_CELLS] = Default::default();
+        build_cells(
+            rest,
+            ref_size,
+            root_hash,
+            &mut raw[..count],
+            &mut built[..count],
+        )
+    } else {
+        let mut raw: Vec<Option<RawCell<'_>>> = (0..count).map(|_| None).collect();
+        let mut built: Vec<Option<Cell>> = vec![None; count];
+        build_cells(rest, ref_size, root_hash, &mut raw, &mut built)
+    }
+}
+
+/// Cells of a message handled without a heap allocation for the working arrays.
+const INLINE_CELLS: usize = 4;
+
+/// Reads the `raw.len()` cells of a stored form from `rest`, then builds them from the last to the root, so
+/// that every child exists before its parent; `None` when the bytes are outside the stored form.
+fn build_cells<'a>(
+    mut rest: &'a [u8],
+    ref_size: usize,
+    root_hash: &HashBytes,
+    raw: &mut [Option<RawCell<'a>>],
+    built: &mut [Option<Cell>],
+) -> Result<Option<Cell>, String> {
+    let count = raw.len();
+    for (index, slot) in raw.iter_mut().enumerate() {
         let Some(cell) = RawCell::read(&mut rest, index, ref_size)? else {
             return Ok(None);
         };
-        raw.push(cell);
+        *slot = Some(cell);
     }
 
-    // Built from the last cell to the root, so every child exists before its parent.
-    let mut built: Vec<Option<Cell>> = vec![None; count];
     for index in (0..count).rev() {
-        let cell = &raw[index];
+        let Some(cell) = &raw[index] else {
+            return Err(format!("message BOC cell {index} missing"));
+        };
         let mut references: [Option<Cell>; 4] = Default::default();
         let mut depth = 0u16;
         for (slot, child_index) in references.iter_mut().zip(cell.references()) {
@@ -284,11 +316,9 @@ fn decode_hashed(bytes: &[u8], root_hash: &HashBytes) -> Result<Option<Cell>, St
             }
             None => *root_hash,
         };
-        built[index] = Some(Cell::from(CellInner::new(StoredCell::new(
-            cell, references, hash, depth,
-        ))));
+        built[index] = Some(StoredCell::new_cell(cell, references, hash, depth));
     }
-    Ok(built.swap_remove(0))
+    Ok(built[0].take())
 }
 
 /// One cell as it lies in the BOC.
@@ -371,23 +401,47 @@ struct StoredCell {
     descriptor: CellDescriptor,
     bit_len: u16,
     depth: u16,
-    data: [u8; 128],
+    /// Bytes of `data` written (the descriptor's byte length).
+    data_len: u8,
+    /// The first `data_len` bytes are the cell's data; the rest is never written nor read.
+    data: MaybeUninit<[u8; 128]>,
 }
 
 impl StoredCell {
-    fn new(raw: &RawCell<'_>, references: [Option<Cell>; 4], hash: HashBytes, depth: u16) -> Self {
-        let mut data = [0u8; 128];
-        data[..raw.data.len()].copy_from_slice(raw.data);
-        Self {
-            hash,
-            references,
-            descriptor: CellDescriptor::new([
-                raw.descriptor.d1 & !CellDescriptor::STORE_HASHES_MASK,
-                raw.descriptor.d2,
-            ]),
-            bit_len: raw.bit_len(),
-            depth,
-            data,
+    /// The cell, built in its shared allocation: only its data bytes are copied, and no 128-byte buffer is
+    /// zeroed or moved on the way.
+    fn new_cell(
+        raw: &RawCell<'_>,
+        references: [Option<Cell>; 4],
+        hash: HashBytes,
+        depth: u16,
+    ) -> Cell {
+        let descriptor = CellDescriptor::new([
+            raw.descriptor.d1 & !CellDescriptor::STORE_HASHES_MASK,
+            raw.descriptor.d2,
+        ]);
+        // `RawCell::read` took exactly the descriptor's byte length, at most 128 ((255 + 1) / 2).
+        let len = raw.data.len().min(128);
+        debug_assert_eq!(len, usize::from(descriptor.byte_len()));
+        let mut inner = Arc::<Self>::new_uninit();
+        let cell = Arc::get_mut(&mut inner)
+            .expect("a new allocation is unique")
+            .as_mut_ptr();
+        // SAFETY: `cell` points to the new, unique and properly aligned allocation. Every field but `data` is
+        // written whole before `assume_init`; `data` is `MaybeUninit`, of which the first `len` (≤ 128) bytes
+        // are copied from `raw.data` (at least `len` bytes long, and not overlapping a new allocation), and
+        // `data()` reads no further than `data_len`, which is `len`.
+        unsafe {
+            addr_of_mut!((*cell).hash).write(hash);
+            addr_of_mut!((*cell).references).write(references);
+            addr_of_mut!((*cell).descriptor).write(descriptor);
+            addr_of_mut!((*cell).bit_len).write(raw.bit_len());
+            addr_of_mut!((*cell).depth).write(depth);
+            addr_of_mut!((*cell).data_len).write(len as u8);
+            addr_of_mut!((*cell).data)
+                .cast::<u8>()
+                .copy_from_nonoverlapping(raw.data.as_ptr(), len);
+            Cell::from(inner.assume_init())
         }
     }
 }
@@ -402,7 +456,10 @@ impl CellImpl for StoredCell {
     }
 
     fn data(&self) -> &[u8] {
-        &self.data[..usize::from(self.descriptor.byte_len())]
+        // SAFETY: `new_cell` initialised the first `data_len` bytes of `data` (at most 128 of its 128).
+        unsafe {
+            std::slice::from_raw_parts(self.data.as_ptr().cast::<u8>(), usize::from(self.data_len))
+        }
     }
 
     fn bit_len(&self) -> u16 {
