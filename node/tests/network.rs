@@ -1063,13 +1063,13 @@ async fn a_fresh_node_syncs_from_archives_when_far_behind() {
 /// after that (a real block whose prev link is not the asked one); it forges the proof of every mc block from
 /// seqno 50 on (one flipped byte in its signatures' region), and the data of shard blocks from seqno 4 on (a
 /// wrong hash). Its batches (`regolith.getNextBlocksFull`) carry the same forgeries, and after mc 30..=39
-/// they start one mc block late.
+/// they start one mc block late. The counter is the number of answers that carried a forgery.
 #[derive(Clone)]
-struct Forger(regolith_rpc::BlockchainRpcService);
+struct Forger(regolith_rpc::BlockchainRpcService, Arc<AtomicUsize>);
 
 /// The forgeries of [`Forger`] on one block: the proof of an mc block from seqno 50, the data (zstd) of a
-/// shard block from seqno 4.
-fn forge(block_id: &BlockId, data: &mut Bytes, proof: &mut Bytes) {
+/// shard block from seqno 4. Whether it forged anything.
+fn forge(block_id: &BlockId, data: &mut Bytes, proof: &mut Bytes) -> bool {
     if block_id.is_masterchain() && block_id.seqno >= 50 {
         let mut forged = proof.to_vec();
         let at = forged.len() - 40;
@@ -1080,7 +1080,10 @@ fn forge(block_id: &BlockId, data: &mut Bytes, proof: &mut Bytes) {
         let at = raw.len() - 5;
         raw[at] ^= 0x01;
         *data = Bytes::from(zstd::encode_all(&raw[..], 3).unwrap());
+    } else {
+        return false;
     }
+    true
 }
 
 impl Forger {
@@ -1092,7 +1095,8 @@ impl Forger {
             else {
                 return Some(answer);
             };
-            if (30..40).contains(&request.prev_block_id.seqno) {
+            let mut lied = (30..40).contains(&request.prev_block_id.seqno);
+            if lied {
                 // Skip the first mc block and the shard blocks after it.
                 let next_mc = batch.blocks[1..]
                     .iter()
@@ -1101,10 +1105,14 @@ impl Forger {
                 batch.blocks.drain(..next_mc);
             }
             for entry in &mut batch.blocks {
-                forge(&entry.block_id, &mut entry.data, &mut entry.proof);
+                lied |= forge(&entry.block_id, &mut entry.data, &mut entry.proof);
+            }
+            if lied {
+                self.1.fetch_add(1, Ordering::Relaxed);
             }
             return Some(Bytes::from(tl_proto::serialize(OverlayResponse::Ok(batch))));
         }
+        let mut lied = false;
         if let Ok(rpc::GetNextBlockFull { prev_block_id }) = tl_proto::deserialize(body) {
             if prev_block_id.is_masterchain() && (30..40).contains(&prev_block_id.seqno) {
                 if let Ok(OverlayResponse::Ok(proto::BlockFull::Found { block_id, .. })) =
@@ -1114,6 +1122,7 @@ impl Forger {
                         prev_block_id: block_id,
                     });
                     answer = self.0.handle_query(&skip).await?;
+                    lied = true;
                 }
             }
         }
@@ -1126,7 +1135,10 @@ impl Forger {
         else {
             return Some(answer);
         };
-        forge(&block_id, &mut block.data, &mut proof);
+        lied |= forge(&block_id, &mut block.data, &mut proof);
+        if lied {
+            self.1.fetch_add(1, Ordering::Relaxed);
+        }
         block.size = block.data.len() as u32;
         Some(Bytes::from(tl_proto::serialize(OverlayResponse::Ok(
             proto::BlockFull::Found {
@@ -1179,6 +1191,7 @@ async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
         .with_provider(provider)
         .without_broadcast_listener()
         .build();
+    let lies = Arc::new(AtomicUsize::new(0));
     let forger = regolith_rpc::BlockchainNetwork::start(
         regolith_rpc::NetworkSettings {
             bind_address: loopback(41),
@@ -1192,7 +1205,7 @@ async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
             overlay_id: honest.overlay_id,
             rate_limits: None,
         },
-        Forger(service),
+        Forger(service, lies.clone()),
     )
     .unwrap();
     drop(data);
@@ -1250,20 +1263,25 @@ async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
     .await;
     stop.send(true).unwrap();
     task.await.unwrap();
-    // The forger was caught (it is chosen about half the time) and punished; the chain is the honest one.
-    assert!(
-        stats.failures.load(Ordering::Relaxed) >= 1,
-        "a forged block was refused"
-    );
-    let forger_score = client
-        .overlay_client()
-        .neighbours()
-        .find(&forger.peer_id())
-        .map_or(0, |n| n.score());
-    assert!(
-        forger_score < 16,
-        "the forger is unreliable now: {forger_score}"
-    );
+    // The forger is chosen about half the time, so a sync can pass it by (about one run in fifty): when it
+    // told a lie, the lie was caught and the forger punished. Either way the chain is the honest one.
+    if lies.load(Ordering::Relaxed) > 0 {
+        assert!(
+            stats.failures.load(Ordering::Relaxed) >= 1,
+            "a forged block was refused"
+        );
+        let forger_score = client
+            .overlay_client()
+            .neighbours()
+            .find(&forger.peer_id())
+            .map_or(0, |n| n.score());
+        assert!(
+            forger_score < 16,
+            "the forger is unreliable now: {forger_score}"
+        );
+    } else {
+        eprintln!("the sync never asked the forger for a block it forges");
+    }
     assert_eq!(
         chain_digest(&fresh_storage).await,
         chain_digest(&honest.storage).await
