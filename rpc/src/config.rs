@@ -22,6 +22,9 @@ pub struct BlockchainRpcServiceConfig {
     /// Answer the regolith extension `regolith.getNextBlocksFull` (false: leave it unanswered, as a stock
     /// node does).
     pub serve_next_blocks_batch: bool,
+    /// Bytes of serialized getBlockFull answers kept for repeats (the newest blocks every follower asks
+    /// for); 0 turns the cache off.
+    pub block_full_cache_size: ByteSize,
     /// The ingress policy (§6); `null` = no limiter.
     pub rate_limits: Option<RateLimitsConfig>,
     /// S3 proxy limits; with `s3_client` present it turns on the hybrid provider.
@@ -34,6 +37,7 @@ impl Default for BlockchainRpcServiceConfig {
             max_key_blocks_list_len: 8,
             serve_persistent_states: true,
             serve_next_blocks_batch: true,
+            block_full_cache_size: ByteSize::mib(32),
             rate_limits: None,
             s3_proxy: None,
         }

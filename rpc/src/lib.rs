@@ -4,6 +4,7 @@
 //! ingress rate-limit policy ([`rate_limit`]) for tycho-network's public overlay; and the downloading half
 //! ([`client`]): the overlay client and the blockchain RPC client.
 
+mod answer_cache;
 pub mod broadcast;
 pub mod client;
 pub mod config;

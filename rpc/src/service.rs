@@ -10,6 +10,7 @@ use tl_proto::TlWrite;
 use tycho_network::{InboundRequestMeta, Response, Service, ServiceRequest};
 use tycho_types::models::BlockId;
 
+use crate::answer_cache::AnswerCache;
 use crate::broadcast::{self, BroadcastListener, INLINE_VALIDATION_LIMIT};
 use crate::config::BlockchainRpcServiceConfig;
 use crate::proto::{self, rpc, Method, OverlayResponse, RpcRequest, BLOCK_CHUNK_SIZE};
@@ -31,13 +32,13 @@ enum Answer {
     /// A bare pong.
     Pong,
     /// `overlay.response.ok ‖ value`, already serialized.
-    Ok(Vec<u8>),
+    Ok(Bytes),
     /// `overlay.response.err ‖ code`.
     Err(u32),
 }
 
 fn ok<T: TlWrite<Repr = tl_proto::Boxed>>(value: T) -> Answer {
-    Answer::Ok(tl_proto::serialize(OverlayResponse::Ok(value)))
+    Answer::Ok(Bytes::from(tl_proto::serialize(OverlayResponse::Ok(value))))
 }
 
 impl Answer {
@@ -55,7 +56,7 @@ impl Answer {
     fn into_bytes(self) -> Bytes {
         match self {
             Self::Pong => Bytes::from(tl_proto::serialize(proto::Pong)),
-            Self::Ok(bytes) => Bytes::from(bytes),
+            Self::Ok(bytes) => bytes,
             Self::Err(code) => Bytes::from(tl_proto::serialize(
                 OverlayResponse::<proto::Data>::Err(code),
             )),
@@ -69,6 +70,8 @@ struct Inner {
     listener: Option<Arc<dyn BroadcastListener>>,
     config: BlockchainRpcServiceConfig,
     max_frame_size: usize,
+    /// Recent getBlockFull answers (`block_full_cache_size`); `None` when off.
+    block_full_cache: Option<AnswerCache>,
 }
 
 /// The service installed in the `blockchain_rpc` public overlay. Cheap to clone.
@@ -155,6 +158,10 @@ impl ServiceBuilderReady {
                 storage: self.storage,
                 provider: self.provider,
                 listener: self.listener,
+                block_full_cache: AnswerCache::new(
+                    usize::try_from(self.config.block_full_cache_size.as_u64())
+                        .unwrap_or(usize::MAX),
+                ),
                 config: self.config,
                 max_frame_size: self.max_frame_size,
             }),
@@ -319,21 +326,44 @@ impl Inner {
     }
 
     async fn block_full(&self, id: &BlockId) -> Answer {
+        if let Some(cache) = &self.block_full_cache {
+            if let Some(answer) = cache.get(id) {
+                // Stored parts never change, but GC may have removed the block since.
+                match self.storage.handle(id).await {
+                    Ok(Some(flags)) if flags.has_all_parts() => {
+                        metrics::counter!("regolith_rpc_block_full_cache_hits_total").increment(1);
+                        metrics::counter!("regolith_rpc_blocks_served_total").increment(1);
+                        return Answer::Ok(answer);
+                    }
+                    Ok(_) => cache.remove(id),
+                    Err(e) => return internal("getBlockFull", e),
+                }
+            }
+        }
+        let (answer, found) = self.read_block_full(id).await;
+        if let (Some(cache), Answer::Ok(bytes), true) = (&self.block_full_cache, &answer, found) {
+            cache.insert(*id, bytes.clone());
+        }
+        answer
+    }
+
+    /// getBlockFull from storage: every part read, the answer serialized; whether the block was found.
+    async fn read_block_full(&self, id: &BlockId) -> (Answer, bool) {
         let parts = match self
             .storage
             .block_full(id, u64::from(BLOCK_CHUNK_SIZE))
             .await
         {
             Ok(Some(parts)) if parts.size > 0 => parts,
-            Ok(_) => return ok(proto::BlockFull::NotFound),
-            Err(e) => return internal("getBlockFull", e),
+            Ok(_) => return (ok(proto::BlockFull::NotFound), false),
+            Err(e) => return (internal("getBlockFull", e), false),
         };
         let Ok(size) = u32::try_from(parts.size) else {
             tracing::warn!(block = %id, size = parts.size, "compressed block does not fit the u32 size field");
-            return Answer::Err(ERR_INTERNAL);
+            return (Answer::Err(ERR_INTERNAL), false);
         };
         metrics::counter!("regolith_rpc_blocks_served_total").increment(1);
-        ok(proto::BlockFull::Found {
+        let answer = ok(proto::BlockFull::Found {
             block_id: *id,
             block: proto::BlockData {
                 data: parts.first_chunk,
@@ -342,7 +372,8 @@ impl Inner {
             },
             proof: parts.proof,
             queue_diff: parts.queue_diff,
-        })
+        });
+        (answer, true)
     }
 
     async fn next_block_full(&self, prev: &BlockId) -> Answer {

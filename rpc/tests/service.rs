@@ -78,6 +78,73 @@ async fn item3_chunked_block_arrives_in_three_chunks() {
     assert_eq!(&data[..], &compressed[10..10 + MIB]);
 }
 
+/// A repeated getBlockFull (by id or by the next1 walk) is answered from the service's cache, with the
+/// same bytes; a block that lost a part or was removed is never served from it; a zero size turns it off.
+#[tokio::test]
+async fn repeated_full_blocks_come_from_the_answer_cache() {
+    use std::sync::atomic::Ordering;
+    let storage = Arc::new(StubStorage::default());
+    let prev = mc_block(6, 2);
+    let id = mc_block(7, 3);
+    storage.insert_full(prev, Bytes::from_static(b"prev"));
+    storage.insert_full(id, Bytes::from_static(b"block"));
+    storage.link(&prev, id);
+    let svc = service(storage.clone(), Arc::new(StubProvider::new(MIB as u64)));
+    let reads = || storage.proof_reads.load(Ordering::Relaxed);
+    let raw = |svc: &regolith_rpc::BlockchainRpcService, request: Vec<u8>| {
+        let svc = svc.clone();
+        async move { svc.handle_query(&request).await.expect("an answer") }
+    };
+    let by_id = tl_proto::serialize(rpc::GetBlockFull { block_id: id });
+    let by_walk = tl_proto::serialize(rpc::GetNextBlockFull {
+        prev_block_id: prev,
+    });
+
+    let first = raw(&svc, by_id.clone()).await;
+    assert_eq!(reads(), 1);
+    assert_eq!(raw(&svc, by_id.clone()).await, first);
+    assert_eq!(raw(&svc, by_walk.clone()).await, first);
+    assert_eq!(reads(), 1, "the repeats are answered from the cache");
+
+    // A block that lost a part, or was removed, is read again (and is not found).
+    let edits: [fn(&mut HandleFlags); 2] = [|f| f.has_proof = false, |f| f.is_removed = true];
+    for edit in edits {
+        edit(&mut storage.blocks.lock().get_mut(&id).unwrap().flags);
+        assert_eq!(
+            ask::<proto::BlockFull, _>(&svc, rpc::GetBlockFull { block_id: id }).await,
+            OverlayResponse::Ok(proto::BlockFull::NotFound)
+        );
+        storage.insert_full(id, Bytes::from_static(b"block"));
+        let before = reads();
+        assert_eq!(raw(&svc, by_id.clone()).await, first);
+        assert_eq!(reads(), before + 1, "read again after the block changed");
+    }
+
+    // A storage failure on a hit is an error, not a cached answer.
+    *storage.fail.lock() = true;
+    assert_eq!(
+        ask::<proto::BlockFull, _>(&svc, rpc::GetBlockFull { block_id: id }).await,
+        OverlayResponse::Err(2)
+    );
+    *storage.fail.lock() = false;
+
+    // Size 0: every answer is read from storage.
+    let off = regolith_rpc::BlockchainRpcService::builder()
+        .with_storage(storage.clone())
+        .with_provider(Arc::new(StubProvider::new(MIB as u64)))
+        .without_broadcast_listener()
+        .with_config(BlockchainRpcServiceConfig {
+            block_full_cache_size: bytesize::ByteSize::b(0),
+            ..Default::default()
+        })
+        .build();
+    let before = reads();
+    for _ in 0..3 {
+        assert_eq!(raw(&off, by_id.clone()).await, first);
+    }
+    assert_eq!(reads(), before + 3);
+}
+
 #[tokio::test]
 async fn small_block_size_is_piece_length_and_parts_are_required() {
     let storage = Arc::new(StubStorage::default());

@@ -35,6 +35,8 @@ pub(crate) struct StubStorage {
     /// The shard blocks each mc block is the first to reference.
     pub shards_of: Mutex<HashMap<BlockId, Vec<BlockId>>>,
     pub fail: Mutex<bool>,
+    /// How many proofs were read (each full-block read reads one).
+    pub proof_reads: std::sync::atomic::AtomicUsize,
 }
 
 impl StubStorage {
@@ -107,6 +109,8 @@ impl BlockStorageView for StubStorage {
     }
     async fn proof(&self, id: &BlockId) -> ProviderResult<Option<Bytes>> {
         self.check()?;
+        self.proof_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(self.blocks.lock().get(id).and_then(|b| b.proof.clone()))
     }
     async fn queue_diff(&self, id: &BlockId) -> ProviderResult<Option<Bytes>> {
