@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The network-fault scenarios of node/tests/faults.rs, all of them (CI runs only the short ones), one after
+# The network-fault scenarios of cli/tests/faults.rs, all of them (CI runs only the short ones), one after
 # the other so that their times compare, in a release build; prints the sync time of each in a table.
 # Needs root (network namespaces).
 #
@@ -14,7 +14,7 @@ trap 'rm -f "$log"' EXIT
 for i in $(seq 1 "$runs"); do
   echo "== round $i of $runs" >&2
   set +e
-  cargo test --release -p regolith-node --test faults -- --include-ignored --nocapture --test-threads=1 \
+  cargo test --release -p regolith-cli --test faults -- --include-ignored --nocapture --test-threads=1 \
     2>&1 | tee -a "$log" | grep -E '^(faults:|test |test result)' >&2
   status=${PIPESTATUS[0]}
   set -e

@@ -14,7 +14,7 @@ use regolith_formats::block_id::{decode_block_id, encode_block_id, parse_block_i
 use regolith_formats::persistent_state::{
     block_key_text, manifest_object_name, parse_state_object_name, state_object_name, StateObject,
 };
-use regolith_node::block_ref::{BlockRef, FullBlockId};
+use regolith_cli::block_ref::{BlockRef, FullBlockId};
 use regolith_rpc::proto::codec;
 
 fuzz_target!(|data: &[u8]| {

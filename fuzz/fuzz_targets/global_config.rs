@@ -8,7 +8,8 @@ use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
 use regolith_fuzz::same_json;
-use regolith_node::config::{parse_json, GlobalConfig, UnknownFields};
+use regolith_node::config::GlobalConfig;
+use regolith_node::files::{parse_json, UnknownFields};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -9,7 +9,8 @@ use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
 use regolith_fuzz::same_json;
-use regolith_node::config::{parse_json, NodeConfig, UnknownFields};
+use regolith_node::config::NodeConfig;
+use regolith_node::files::{parse_json, UnknownFields};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

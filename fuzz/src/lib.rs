@@ -48,12 +48,12 @@ pub fn fixture_node() -> &'static FixtureNode {
             let dir = tempfile::tempdir().expect("temp dir");
             let listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
             let (_, config, storage) =
-                regolith_node::fixture::import_fixture_chain(dir.path(), &fixtures_dir(), listen)
+                regolith_testbed::fixture::import_fixture_chain(dir.path(), &fixtures_dir(), listen)
                     .await
                     .expect(
                         "importing the fixture chain (set REGOLITH_FIXTURES to the fixtures dir)",
                     );
-            regolith_node::fixture::start_next_archive(&storage)
+            regolith_testbed::fixture::start_next_archive(&storage)
                 .await
                 .expect("committing archive 1");
             let service = BlockchainRpcService::builder()

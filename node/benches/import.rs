@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use regolith_node::apply::import::{import_archive_with, ImportOptions};
 use regolith_node::config::DataDir;
-use regolith_node::import::{import_archive_with, ImportOptions};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")

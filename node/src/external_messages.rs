@@ -1,6 +1,6 @@
 //! External messages through a running node: the valid broadcasts it receives from peers, and the messages
 //! local users post to its HTTP API (`POST /v1/messages`), go out as broadcasts to the current validator
-//! targets (which follow the newest applied key block, [`crate::key_blocks::track_validator_set`]). A message
+//! targets (which follow the newest applied key block, [`crate::trust::key_blocks::track_validator_set`]). A message
 //! is relayed once per [`DEDUP_WINDOW`]: the same hash again within it is counted and dropped, so two
 //! nodes that relay to each other never loop a message.
 

@@ -1,16 +1,14 @@
 //! `regolith init`: creates the data directory, the node config and the global config from a zerostate.
 
-use std::path::Path;
-
 use std::net::SocketAddr;
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use regolith_formats::zerostate::{McZerostate, ShardZerostate};
 use regolith_storage::Storage;
 
-use crate::config::{
-    write_atomically, write_json, write_secret_json, DataDir, GlobalConfig, NodeConfig, ZerostateId,
-};
+use crate::config::{DataDir, GlobalConfig, NodeConfig, ZerostateId};
+use crate::files::{write_atomically, write_json, write_secret_json};
 
 /// The blockchain public overlay id of a zerostate (rpc.md §2.8).
 pub fn overlay_id(zerostate: &ZerostateId) -> [u8; 32] {
@@ -156,11 +154,11 @@ pub fn init(data: &DataDir, zerostate_path: &Path, options: &InitOptions) -> Res
     );
 
     write_atomically(
-        &data.states().join(crate::genesis::ZEROSTATE_FILE),
+        &data.states().join(crate::boot::genesis::ZEROSTATE_FILE),
         &zerostate_bytes,
     )?;
     let storage = Storage::open(node_config.storage.clone())?;
-    crate::genesis::ensure(&storage, &zerostate, &zerostate_bytes, &shard_files)?;
+    crate::boot::genesis::ensure(&storage, &zerostate, &zerostate_bytes, &shard_files)?;
     drop(storage);
 
     write_secret_json(&data.node_config(), &node_config)?;

@@ -1,40 +1,34 @@
-//! The regolith node: configuration, `init`, the start of a node ([`start`]), the apply pipeline every block
-//! goes through ([`apply`]), `import` (blocks and the internal queue), `inspect`, `run` (the serving node) with
-//! its sync, the receiver journal's CLI and benchmarks.
-//! The `regolith` binary (`main.rs`) is a thin CLI over these modules; integration tests use them in-process.
+//! The regolith node's runtime, as a library: its configuration ([`config`], composed from the sections the
+//! modules below declare), the start of a node in order ([`start`]), boot ([`boot`]: genesis, cold boot, state
+//! imports), the chain of trust it checks blocks against ([`trust`]: proofs and key blocks), the block sources
+//! ([`sync`] from peers, [`live`] from its own generated chain, [`apply::import`] from archive files), the apply
+//! pipeline every block goes through ([`apply`], with its group commit), the internal queue kept in step
+//! ([`queue_sync`]), GC schedules ([`gc`]), external messages, the metrics endpoint and the running node
+//! ([`run`]).
+//!
+//! A block's path: a source forms groups (`sync/`, `live.rs`, `apply/import.rs`) → each block is checked once
+//! (`sync/block_check.rs`, `apply/group.rs`) → the group is applied and stored (`apply/mod.rs`) → made durable
+//! with the queue committed on it (`apply/group_commit.rs`, `queue_sync.rs`) → served (`run.rs`, regolith-rpc).
+//!
+//! The `regolith` command line (regolith-cli) is a thin layer over this crate; nothing here parses arguments.
 
 pub mod apply;
-pub mod bench;
-pub mod block_check;
-pub mod block_ref;
-pub mod chain_cmd;
-mod checked_batch;
-pub mod cold_boot;
+pub mod boot;
+pub mod boot_record;
 pub mod config;
 mod crash;
-pub mod devnet;
 pub mod external_messages;
-pub mod fixture;
+pub mod files;
 pub mod gc;
-pub mod genesis;
-pub mod group_commit;
-pub mod import;
 pub mod init;
-pub mod inspect;
-pub mod key_blocks;
-pub mod ledger_cmd;
 pub mod live;
 pub mod metrics_endpoint;
-pub mod p2p;
 pub mod progress;
-pub mod proofs;
-pub mod queue_state;
 pub mod queue_sync;
-pub mod relay;
 pub mod run;
 pub mod start;
-pub mod state_import;
 pub mod sync;
+pub mod trust;
 
 use anyhow::Result;
 
@@ -43,7 +37,7 @@ use anyhow::Result;
 pub fn open_storage(config: regolith_storage::StorageConfig) -> Result<regolith_storage::Storage> {
     let root = config.root_dir.clone();
     let storage = open_storage_only(config)?;
-    genesis::ensure_at_start(&storage, &root)?;
+    boot::genesis::ensure_at_start(&storage, &root)?;
     Ok(storage)
 }
 

@@ -27,7 +27,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::apply::{ApplyError, Group, ImportOptions, Pipeline, Source};
-use crate::config::{parse_json, write_atomically, write_secret_json, DataDir, UnknownFields};
+use crate::config::DataDir;
+use crate::files::{parse_json, write_atomically, write_secret_json, UnknownFields};
 use crate::progress::Progress;
 use crate::queue_sync::NodeQueue;
 

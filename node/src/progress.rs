@@ -107,7 +107,7 @@ impl Progress {
 
 /// Download progress in bytes: a bar on a terminal; otherwise a log line with the rate and the ETA every 5 s
 /// and at the end.
-pub(crate) struct ByteProgress {
+pub struct ByteProgress {
     bar: Option<ProgressBar>,
     label: String,
     total: u64,
@@ -117,7 +117,7 @@ pub(crate) struct ByteProgress {
 
 impl ByteProgress {
     /// A download of `total` bytes named `label`.
-    pub(crate) fn new(label: &str, total: u64) -> std::sync::Arc<Self> {
+    pub fn new(label: &str, total: u64) -> std::sync::Arc<Self> {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new(total);
             bar.set_style(
@@ -141,7 +141,7 @@ impl ByteProgress {
     }
 
     /// `done` bytes of the total are in.
-    pub(crate) fn set(&self, done: u64) {
+    pub fn set(&self, done: u64) {
         if let Some(bar) = &self.bar {
             bar.set_position(done);
             if done >= self.total {

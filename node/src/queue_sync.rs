@@ -46,7 +46,7 @@ pub async fn start(
         .create_without_gc::<EnqueuedMessage>()?;
     // An unfinished cold boot imports the queue states again and commits the queue on its boot block itself:
     // the queue may hold part of it until then, which the start procedure must not try to repair.
-    let report = if crate::cold_boot::BootRecord::load(data_root)?
+    let report = if crate::boot_record::BootRecord::load(data_root)?
         .is_some_and(|r| !r.complete && r.storing)
     {
         tracing::info!("an unfinished cold boot: the queue start waits for the boot to finish");

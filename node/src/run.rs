@@ -193,7 +193,7 @@ macro_rules! say {
 }
 
 /// Runs until a shutdown signal. `boot` overrides node.json `boot` for this start.
-pub async fn run(data: &DataDir, boot: Option<crate::cold_boot::BootConfig>) -> Result<()> {
+pub async fn run(data: &DataDir, boot: Option<crate::boot::cold_boot::BootConfig>) -> Result<()> {
     // Handlers first: a signal that arrives while the node starts must stop it cleanly, not kill it.
     let shutdown = Shutdown::install()?;
     let node_config = data.load_node_config()?;
@@ -293,7 +293,7 @@ pub async fn run(data: &DataDir, boot: Option<crate::cold_boot::BootConfig>) -> 
     let (stop_sync, stop_rx) = tokio::sync::watch::channel(false);
     let client = rpc_client(&node, &node_config)?;
     // The broadcast targets follow the validator set of the newest applied key block.
-    tokio::spawn(crate::key_blocks::track_validator_set(
+    tokio::spawn(crate::trust::key_blocks::track_validator_set(
         storage.clone(),
         client.overlay_client().clone(),
         stop_rx.clone(),
@@ -312,8 +312,11 @@ pub async fn run(data: &DataDir, boot: Option<crate::cold_boot::BootConfig>) -> 
             tokio::spawn(producer.run(stop_rx))
         }
         None => {
-            let boot =
-                crate::cold_boot::wanted(&storage, &data.root, boot.unwrap_or(node_config.boot))?;
+            let boot = crate::boot::cold_boot::wanted(
+                &storage,
+                &data.root,
+                boot.unwrap_or(node_config.boot),
+            )?;
             let boot_parts = (
                 storage.clone(),
                 queue.clone(),
@@ -396,7 +399,7 @@ async fn boot_when_connected(
     while client.overlay_client().neighbours().is_empty() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    if let Some(report) = crate::cold_boot::cold_boot(storage, queue, client, root).await? {
+    if let Some(report) = crate::boot::cold_boot::cold_boot(storage, queue, client, root).await? {
         say!(
             "cold boot: from mc block {} ({} key blocks verified, {} states, {:.1} MiB) in {:.1} s",
             report.block.seqno,

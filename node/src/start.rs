@@ -12,7 +12,7 @@
 //! 3. **boot**: the node gets its last applied mc block, from which everything after the start goes on.
 //!    [`Boot::Genesis`]: `init` stored the zerostate as the last applied mc block, so a new node goes on from
 //!    the zerostate and any other from the block it applied last. A cold boot (from the latest persistent
-//!    state, [`crate::cold_boot`]) needs the network: `run` starts it after the network is up and before the
+//!    state, [`crate::boot::cold_boot`]) needs the network: `run` starts it after the network is up and before the
 //!    sync, on a data directory that holds only the zerostate (or an unfinished boot), and it ends like
 //!    genesis with a last applied mc block.
 //!

@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use regolith_node::config::{parse_json, NodeConfig, UnknownFields};
+use regolith_node::config::NodeConfig;
+use regolith_node::files::{parse_json, UnknownFields};
 
 fn regression(name: &str) -> String {
     std::fs::read_to_string(

@@ -15,6 +15,8 @@
 
 pub mod archive;
 mod group;
+pub mod group_commit;
+pub mod import;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -28,10 +30,10 @@ use regolith_storage::{BlockHandle, Direction, Storage};
 pub use archive::{ArchiveGroups, SpilledArchive};
 pub use group::{is_applied, Group};
 
-use crate::group_commit::{GroupCommitter, Stopped};
+use crate::apply::group_commit::{GroupCommitter, Stopped};
 use crate::progress::Progress;
-use crate::proofs::ProofVerifier;
 use crate::queue_sync::{self, NodeQueue};
+use crate::trust::proofs::ProofVerifier;
 
 /// Why blocks were not applied.
 #[derive(Debug)]
