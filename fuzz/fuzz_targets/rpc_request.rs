@@ -38,6 +38,9 @@ fuzz_target!(|body: &[u8]| {
         RpcRequest::GetBlockFull(_) | RpcRequest::GetNextBlockFull(_) => {
             response_round_trip::<proto::BlockFull>(&answer).is_some()
         }
+        RpcRequest::GetNextBlocksFull(_) => {
+            response_round_trip::<proto::NextBlocks>(&answer).is_some()
+        }
         RpcRequest::GetKeyBlockProof(_) => {
             response_round_trip::<proto::KeyBlockProof>(&answer).is_some()
         }

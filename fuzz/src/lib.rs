@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use regolith_formats::BlockId;
-use regolith_rpc::proto::{self, rpc, RpcRequest};
+use regolith_rpc::proto::{self, RpcRequest};
 use regolith_rpc::{BlockchainRpcService, StorageProvider};
 use regolith_storage::Storage;
 
@@ -121,23 +121,7 @@ impl Splitter {
 
 /// Encodes a decoded request again (every request field has a fixed size, so the encoding is canonical).
 pub fn encode_request(request: &RpcRequest) -> Vec<u8> {
-    match request {
-        RpcRequest::Ping(r) => tl_proto::serialize(r),
-        RpcRequest::GetNextKeyBlockIds(r) => tl_proto::serialize(r),
-        RpcRequest::GetBlockFull(r) => tl_proto::serialize(r),
-        RpcRequest::GetNextBlockFull(r) => tl_proto::serialize(r),
-        RpcRequest::GetBlockDataChunk(r) => tl_proto::serialize(r),
-        RpcRequest::GetKeyBlockProof(r) => tl_proto::serialize(r),
-        RpcRequest::GetZerostateProof(r) => tl_proto::serialize(r),
-        RpcRequest::GetArchiveInfo(r) => tl_proto::serialize(r),
-        RpcRequest::GetArchiveChunk(r) => tl_proto::serialize(r),
-        RpcRequest::GetPersistentShardStateInfo(r) => tl_proto::serialize(r),
-        RpcRequest::GetPersistentQueueStateInfo(r) => tl_proto::serialize(r),
-        RpcRequest::GetPersistentShardStateChunk(r) => tl_proto::serialize(r),
-        RpcRequest::GetPersistentShardStateRootChunk(r) => tl_proto::serialize(r),
-        RpcRequest::GetPersistentShardStatePartChunk(r) => tl_proto::serialize(r),
-        RpcRequest::GetPersistentQueueStateChunk(r) => tl_proto::serialize(r),
-    }
+    request.encode()
 }
 
 /// Decodes `bytes` as `overlay.response` of `T`, then checks that re-encoding is stable.

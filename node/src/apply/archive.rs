@@ -25,7 +25,7 @@ use super::group::{is_applied, Group};
 use super::ApplyError;
 
 /// Writes a decompressed archive stream to a spill file, framing and indexing it as it goes.
-struct SpillWriter {
+pub struct SpillWriter {
     file: BufWriter<File>,
     path: PathBuf,
     verifier: ArchiveVerifier,
@@ -37,7 +37,7 @@ struct SpillWriter {
 
 impl SpillWriter {
     /// A spill file at `path` (created, truncated), with entries bounded by `limits`.
-    fn create(path: &Path, limits: ArchiveLimits) -> Result<Self> {
+    pub fn create(path: &Path, limits: ArchiveLimits) -> Result<Self> {
         let file =
             File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
         Ok(Self {
@@ -51,7 +51,7 @@ impl SpillWriter {
 
     /// The stream ended (or failed): the spilled archive, with the entries that arrived whole and the error
     /// that cut it short, if any.
-    fn finish(self, name: String) -> Result<SpilledArchive> {
+    pub fn finish(self, name: String) -> Result<SpilledArchive> {
         let Self {
             file,
             path,

@@ -27,7 +27,7 @@ use regolith_formats::{BlockId, CheckedBlock, ProofError, ShardIdent};
 use regolith_queue::DiffZone;
 use regolith_storage::{BlockHandle, Direction, Storage};
 
-pub use archive::{ArchiveGroups, SpilledArchive};
+pub use archive::{ArchiveGroups, SpillWriter, SpilledArchive};
 pub use group::{is_applied, Group};
 
 use crate::apply::group_commit::{GroupCommitter, Stopped};

@@ -614,6 +614,13 @@ macro_rules! rpc_methods {
                     $(Self::$variant(_) => Method::$variant,)*
                 }
             }
+
+            /// The request's boxed TL encoding (every request field has a fixed size, so it is canonical).
+            pub fn encode(&self) -> Vec<u8> {
+                match self {
+                    $(Self::$variant(request) => tl_proto::serialize(request),)*
+                }
+            }
         }
     };
     (@heavy heavy) => { true };
