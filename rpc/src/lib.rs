@@ -23,8 +23,8 @@ pub use error::{ConfigError, ProviderError, ProviderResult};
 pub use network::{BlockchainNetwork, NetworkSettings, RawOverlayClient};
 pub use proto::overlay_id;
 pub use providers::{
-    ArchiveLookup, HybridProvider, RpcDataProvider, S3Provider, StateInfo, StateKind, StatePart,
-    StatePartInfo, StorageProvider,
+    ArchiveLookup, HybridProvider, RpcDataProvider, S3Provider, StateChunkRequest, StateInfo,
+    StateKind, StatePart, StatePartInfo, StorageProvider,
 };
 pub use rate_limit::RpcRateLimitPolicy;
 pub use service::BlockchainRpcService;

@@ -14,7 +14,7 @@ use crate::answer_cache::AnswerCache;
 use crate::broadcast::{self, BroadcastListener, INLINE_VALIDATION_LIMIT};
 use crate::config::BlockchainRpcServiceConfig;
 use crate::proto::{self, rpc, Method, OverlayResponse, RpcRequest, BLOCK_CHUNK_SIZE};
-use crate::providers::{ArchiveLookup, RpcDataProvider, StateKind, StatePart};
+use crate::providers::{ArchiveLookup, RpcDataProvider, StateChunkRequest, StateKind, StatePart};
 use crate::view::BlockStorageView;
 
 /// Error code: bad request (§2.6).
@@ -264,30 +264,40 @@ impl Inner {
                 self.state_info(&r.block_id, StateKind::Queue).await
             }
             RpcRequest::GetPersistentShardStateChunk(r) => {
-                self.state_chunk(&r.block_id, r.offset, StateKind::Shard, StatePart::Unsplit)
-                    .await
+                self.state_chunk(&StateChunkRequest::new(
+                    &r.block_id,
+                    r.offset,
+                    StateKind::Shard,
+                    StatePart::Unsplit,
+                ))
+                .await
             }
             RpcRequest::GetPersistentShardStateRootChunk(r) => {
-                self.state_chunk(
+                self.state_chunk(&StateChunkRequest::new(
                     &r.block_id,
                     r.offset,
                     StateKind::Shard,
                     StatePart::SplitRoot,
-                )
+                ))
                 .await
             }
             RpcRequest::GetPersistentShardStatePartChunk(r) => {
-                self.state_chunk(
+                self.state_chunk(&StateChunkRequest::new(
                     &r.block_id,
                     r.offset,
                     StateKind::Shard,
                     StatePart::SplitPart(r.prefix),
-                )
+                ))
                 .await
             }
             RpcRequest::GetPersistentQueueStateChunk(r) => {
-                self.state_chunk(&r.block_id, r.offset, StateKind::Queue, StatePart::Unsplit)
-                    .await
+                self.state_chunk(&StateChunkRequest::new(
+                    &r.block_id,
+                    r.offset,
+                    StateKind::Queue,
+                    StatePart::Unsplit,
+                ))
+                .await
             }
             RpcRequest::GetNextBlocksFull(r) => self.next_blocks_full(r).await,
         }
@@ -594,17 +604,11 @@ impl Inner {
         }
     }
 
-    async fn state_chunk(
-        &self,
-        block: &BlockId,
-        offset: u64,
-        kind: StateKind,
-        part: StatePart,
-    ) -> Answer {
+    async fn state_chunk(&self, request: &StateChunkRequest) -> Answer {
         if !self.config.serve_persistent_states {
             return Answer::Err(ERR_BAD_REQUEST);
         }
-        match self.provider.state_chunk(block, offset, kind, part).await {
+        match self.provider.state_chunk(request).await {
             Ok(Some(data)) => ok(proto::Data { data }),
             Ok(None) => Answer::Err(ERR_NOT_FOUND),
             Err(e) => internal("getPersistentStateChunk", e),

@@ -15,7 +15,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, PutPayload};
 use regolith_rpc::config::{S3ClientConfig, S3Credentials, S3ProxyConfig};
 use regolith_rpc::proto::{self, rpc, OverlayResponse};
-use regolith_rpc::providers::{block_key_text, S3Settings};
+use regolith_rpc::providers::{block_key_text, S3Settings, StateChunkRequest};
 use regolith_rpc::{
     ArchiveLookup, BlockchainRpcService, HybridProvider, RpcDataProvider, S3Provider, StateInfo,
     StateKind, StatePart,
@@ -146,7 +146,7 @@ async fn download_all(
     while offset < size {
         let (kind, part) = f(offset);
         let bytes = p
-            .state_chunk(block, offset, kind, part)
+            .state_chunk(&StateChunkRequest::new(block, offset, kind, part))
             .await
             .unwrap()
             .expect("chunk");
@@ -265,16 +265,26 @@ async fn item10_s3_provider() {
         queue
     );
     assert_eq!(
-        p.state_chunk(&shard, 0, StateKind::Queue, StatePart::SplitRoot)
-            .await
-            .unwrap(),
+        p.state_chunk(&StateChunkRequest::new(
+            &shard,
+            0,
+            StateKind::Queue,
+            StatePart::SplitRoot
+        ))
+        .await
+        .unwrap(),
         None,
         "a part of a queue"
     );
     assert_eq!(
-        p.state_chunk(&shard, 3, StateKind::Shard, StatePart::Unsplit)
-            .await
-            .unwrap(),
+        p.state_chunk(&StateChunkRequest::new(
+            &shard,
+            3,
+            StateKind::Shard,
+            StatePart::Unsplit
+        ))
+        .await
+        .unwrap(),
         None,
         "misaligned"
     );
@@ -504,7 +514,12 @@ async fn item11_hybrid_provider() {
     );
     assert_eq!(
         hybrid
-            .state_chunk(&state_block, 0, StateKind::Shard, StatePart::Unsplit)
+            .state_chunk(&StateChunkRequest::new(
+                &state_block,
+                0,
+                StateKind::Shard,
+                StatePart::Unsplit
+            ))
             .await
             .unwrap()
             .unwrap(),

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tycho_types::models::BlockId;
 
-use super::{ArchiveLookup, RpcDataProvider, StateInfo, StateKind, StatePart};
+use super::{ArchiveLookup, RpcDataProvider, StateChunkRequest, StateInfo, StateKind};
 use crate::error::ProviderResult;
 
 /// Asks `primary` first and `fallback` where §4.4 says so; the fallback's answer is final.
@@ -58,18 +58,12 @@ impl<P: RpcDataProvider, F: RpcDataProvider> RpcDataProvider for HybridProvider<
         }
     }
 
-    async fn state_chunk(
-        &self,
-        block: &BlockId,
-        offset: u64,
-        kind: StateKind,
-        part: StatePart,
-    ) -> ProviderResult<Option<Bytes>> {
-        let primary = self.primary.state_chunk(block, offset, kind, part).await;
+    async fn state_chunk(&self, request: &StateChunkRequest) -> ProviderResult<Option<Bytes>> {
+        let primary = self.primary.state_chunk(request).await;
         match (&self.fallback, primary) {
             (_, Ok(Some(bytes))) => Ok(Some(bytes)),
             (None, other) => other,
-            (Some(fallback), _) => fallback.state_chunk(block, offset, kind, part).await,
+            (Some(fallback), _) => fallback.state_chunk(request).await,
         }
     }
 }

@@ -60,6 +60,32 @@ pub struct StateInfo {
     pub parts: Vec<StatePartInfo>,
 }
 
+/// One chunk of a persistent state, as the four state-chunk requests ask for it (§4.2.3): the block, which
+/// state and which part of it, and the offset (a multiple of the chunk size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateChunkRequest {
+    /// The block whose state it is.
+    pub block: BlockId,
+    /// Shard state or queue state.
+    pub kind: StateKind,
+    /// The whole state, the root of a split state or one of its parts.
+    pub part: StatePart,
+    /// Byte offset in the compressed state.
+    pub offset: u64,
+}
+
+impl StateChunkRequest {
+    /// The chunk of `block`'s state at `offset`.
+    pub fn new(block: &BlockId, offset: u64, kind: StateKind, part: StatePart) -> Self {
+        Self {
+            block: *block,
+            kind,
+            part,
+            offset,
+        }
+    }
+}
+
 /// A source of archives and persistent states (§4.1).
 #[async_trait]
 pub trait RpcDataProvider: Send + Sync + 'static {
@@ -73,14 +99,8 @@ pub trait RpcDataProvider: Send + Sync + 'static {
         block: &BlockId,
         kind: StateKind,
     ) -> ProviderResult<Option<StateInfo>>;
-    /// A chunk of a persistent state; `None` when absent.
-    async fn state_chunk(
-        &self,
-        block: &BlockId,
-        offset: u64,
-        kind: StateKind,
-        part: StatePart,
-    ) -> ProviderResult<Option<Bytes>>;
+    /// A chunk of a persistent state; `None` when absent (or the offset is not a multiple of the chunk size).
+    async fn state_chunk(&self, request: &StateChunkRequest) -> ProviderResult<Option<Bytes>>;
 }
 
 #[async_trait]
@@ -98,14 +118,8 @@ impl<T: RpcDataProvider + ?Sized> RpcDataProvider for std::sync::Arc<T> {
     ) -> ProviderResult<Option<StateInfo>> {
         (**self).state_info(block, kind).await
     }
-    async fn state_chunk(
-        &self,
-        block: &BlockId,
-        offset: u64,
-        kind: StateKind,
-        part: StatePart,
-    ) -> ProviderResult<Option<Bytes>> {
-        (**self).state_chunk(block, offset, kind, part).await
+    async fn state_chunk(&self, request: &StateChunkRequest) -> ProviderResult<Option<Bytes>> {
+        (**self).state_chunk(request).await
     }
 }
 
@@ -124,13 +138,7 @@ impl RpcDataProvider for Box<dyn RpcDataProvider> {
     ) -> ProviderResult<Option<StateInfo>> {
         (**self).state_info(block, kind).await
     }
-    async fn state_chunk(
-        &self,
-        block: &BlockId,
-        offset: u64,
-        kind: StateKind,
-        part: StatePart,
-    ) -> ProviderResult<Option<Bytes>> {
-        (**self).state_chunk(block, offset, kind, part).await
+    async fn state_chunk(&self, request: &StateChunkRequest) -> ProviderResult<Option<Bytes>> {
+        (**self).state_chunk(request).await
     }
 }

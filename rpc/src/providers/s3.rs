@@ -15,7 +15,7 @@ use tycho_types::models::BlockId;
 
 use super::{
     manifest_object_name, state_object_name, ArchiveLookup, RpcDataProvider, SplitManifest,
-    StateInfo, StateKind, StatePart, StatePartInfo,
+    StateChunkRequest, StateInfo, StateKind, StatePart, StatePartInfo,
 };
 use crate::config::{S3ClientConfig, S3ProxyConfig};
 use crate::error::{ConfigError, ProviderError, ProviderResult};
@@ -299,17 +299,12 @@ impl RpcDataProvider for S3Provider {
         }))
     }
 
-    async fn state_chunk(
-        &self,
-        block: &BlockId,
-        offset: u64,
-        kind: StateKind,
-        part: StatePart,
-    ) -> ProviderResult<Option<Bytes>> {
+    async fn state_chunk(&self, request: &StateChunkRequest) -> ProviderResult<Option<Bytes>> {
+        let offset = request.offset;
         if !offset.is_multiple_of(self.chunk) {
             return Ok(None);
         }
-        let Some(name) = state_object_name(block, kind, part) else {
+        let Some(name) = state_object_name(&request.block, request.kind, request.part) else {
             return Ok(None);
         };
         self.check_limits()?;

@@ -11,7 +11,9 @@ use regolith_storage::{
 use tokio::sync::Semaphore;
 use tycho_types::models::BlockId;
 
-use super::{ArchiveLookup, RpcDataProvider, StateInfo, StateKind, StatePart, StatePartInfo};
+use super::{
+    ArchiveLookup, RpcDataProvider, StateChunkRequest, StateInfo, StateKind, StatePartInfo,
+};
 use crate::error::{ProviderError, ProviderResult};
 
 /// Chunk size of archives and states served from storage: 1 MiB.
@@ -37,14 +39,17 @@ fn state_info(record: &PersistentStateRecord) -> StateInfo {
 /// unknown part or `offset > len` → None; `offset == len` → empty.
 fn read_state_chunk(
     storage: &Storage,
-    block: &BlockId,
-    offset: u64,
-    kind: StateKind,
-    part: StatePart,
+    request: &StateChunkRequest,
 ) -> ProviderResult<Option<Bytes>> {
     use std::os::unix::fs::FileExt;
+    let StateChunkRequest {
+        block,
+        kind,
+        part,
+        offset,
+    } = *request;
     let states = storage.persistent_states();
-    let Some(record) = states.get(block, kind)? else {
+    let Some(record) = states.get(&block, kind)? else {
         return Ok(None);
     };
     let chunk_size = record.chunk_size.max(1);
@@ -154,17 +159,11 @@ impl RpcDataProvider for StorageProvider {
             .map(|record| state_info(&record)))
     }
 
-    async fn state_chunk(
-        &self,
-        block: &BlockId,
-        offset: u64,
-        kind: StateKind,
-        part: StatePart,
-    ) -> ProviderResult<Option<Bytes>> {
+    async fn state_chunk(&self, request: &StateChunkRequest) -> ProviderResult<Option<Bytes>> {
         let _permit = self.state_reads.clone().acquire_owned().await;
         let storage = self.storage.clone();
-        let block = *block;
-        blocking(move || read_state_chunk(&storage, &block, offset, kind, part)).await
+        let request = *request;
+        blocking(move || read_state_chunk(&storage, &request)).await
     }
 }
 
@@ -175,7 +174,7 @@ mod tests {
     use tycho_types::prelude::HashBytes;
 
     use super::*;
-    use crate::providers::block_key_text;
+    use crate::providers::{block_key_text, StatePart};
 
     fn block() -> BlockId {
         BlockId {
@@ -204,7 +203,12 @@ mod tests {
         use StatePart::*;
         let chunk = |offset, kind, part| {
             let provider = provider.clone();
-            async move { provider.state_chunk(&id, offset, kind, part).await.unwrap() }
+            async move {
+                provider
+                    .state_chunk(&StateChunkRequest::new(&id, offset, kind, part))
+                    .await
+                    .unwrap()
+            }
         };
         assert_eq!(chunk(0, Shard, Unsplit).await.unwrap().len() as u64, MIB);
         assert_eq!(
@@ -228,7 +232,7 @@ mod tests {
         };
         assert_eq!(
             provider
-                .state_chunk(&other, 0, Shard, Unsplit)
+                .state_chunk(&StateChunkRequest::new(&other, 0, Shard, Unsplit))
                 .await
                 .unwrap(),
             None,
@@ -318,17 +322,22 @@ mod tests {
             ]
         );
         let part = provider
-            .state_chunk(
+            .state_chunk(&StateChunkRequest::new(
                 &id,
                 0,
                 StateKind::Shard,
                 StatePart::SplitPart(0xc000000000000000),
-            )
+            ))
             .await
             .unwrap();
         assert_eq!(part.as_deref(), Some(&b"right"[..]));
         let root = provider
-            .state_chunk(&id, 0, StateKind::Shard, StatePart::SplitRoot)
+            .state_chunk(&StateChunkRequest::new(
+                &id,
+                0,
+                StateKind::Shard,
+                StatePart::SplitRoot,
+            ))
             .await
             .unwrap();
         assert_eq!(root.as_deref(), Some(&b"root"[..]));

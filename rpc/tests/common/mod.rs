@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use regolith_rpc::proto::{self, OverlayResponse};
 use regolith_rpc::{
     ArchiveLookup, BlockStorageView, BlockchainRpcService, HandleFlags, ProviderError,
-    ProviderResult, RpcDataProvider, StateInfo, StateKind, StatePart,
+    ProviderResult, RpcDataProvider, StateChunkRequest, StateInfo, StateKind, StatePart,
 };
 use tl_proto::{TlRead, TlWrite};
 use tycho_types::models::{BlockId, ShardIdent};
@@ -218,19 +218,15 @@ impl RpcDataProvider for StubProvider {
         self.check()?;
         Ok(self.states.lock().get(&(*block, kind)).cloned())
     }
-    async fn state_chunk(
-        &self,
-        block: &BlockId,
-        offset: u64,
-        kind: StateKind,
-        part: StatePart,
-    ) -> ProviderResult<Option<Bytes>> {
+    async fn state_chunk(&self, request: &StateChunkRequest) -> ProviderResult<Option<Bytes>> {
         self.check()?;
+        let offset = request.offset;
         if !offset.is_multiple_of(self.chunk_size) {
             return Ok(None);
         }
         let data = self.state_data.lock();
-        let Some(data) = data.get(&(*block, kind, part_key(part))) else {
+        let key = (request.block, request.kind, part_key(request.part));
+        let Some(data) = data.get(&key) else {
             return Ok(None);
         };
         if offset > data.len() as u64 {

@@ -15,7 +15,7 @@ use regolith_rpc::client::{
 use regolith_rpc::network::{BlockchainNetwork, NetworkSettings, Silent};
 use regolith_rpc::{
     ArchiveLookup, BlockStorageView, BlockchainRpcService, HandleFlags, ProviderError,
-    ProviderResult, RpcDataProvider, StateInfo, StateKind, StatePart,
+    ProviderResult, RpcDataProvider, StateChunkRequest, StateInfo, StateKind,
 };
 use tycho_types::models::{BlockId, ShardIdent};
 use tycho_types::prelude::HashBytes;
@@ -158,13 +158,7 @@ impl RpcDataProvider for Provider {
     async fn state_info(&self, _: &BlockId, _: StateKind) -> ProviderResult<Option<StateInfo>> {
         Ok(None)
     }
-    async fn state_chunk(
-        &self,
-        _: &BlockId,
-        _: u64,
-        _: StateKind,
-        _: StatePart,
-    ) -> ProviderResult<Option<Bytes>> {
+    async fn state_chunk(&self, _: &StateChunkRequest) -> ProviderResult<Option<Bytes>> {
         Ok(None)
     }
 }
