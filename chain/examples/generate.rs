@@ -11,10 +11,10 @@ fn main() {
         options.mc_blocks = n.parse().expect("MC_BLOCKS");
     }
     if let Some(n) = args.next() {
-        options.shards = n.parse().expect("SHARDS");
+        options.shape.shards = n.parse().expect("SHARDS");
     }
     if let Some(n) = args.next() {
-        options.messages = n.parse().expect("MESSAGES");
+        options.shape.messages = n.parse().expect("MESSAGES");
     }
     let base = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -133,7 +133,7 @@ impl Generator {
     /// Builds the genesis from `base_zerostate` and starts the chain at it.
     pub fn new(options: ChainOptions, base_zerostate: &[u8]) -> Result<Self, ChainError> {
         options.validate()?;
-        let shards = zerostate::split_workchain(options.shards)?;
+        let shards = zerostate::split_workchain(options.shape.shards)?;
         let base = regolith_formats::zerostate::McZerostate::parse(base_zerostate)
             .map_err(|e| ChainError::Zerostate(e.to_string()))?;
         let gen_utime = base.state.gen_utime;
@@ -149,7 +149,7 @@ impl Generator {
             .get_global_version()
             .map_err(|e| ChainError::Zerostate(format!("global version: {e}")))?;
         let consensus_info = base.extra.consensus_info;
-        let keys = ValidatorKeys::derive(options.seed, 0, options.validators);
+        let keys = ValidatorKeys::derive(options.shape.seed, 0, options.shape.validators);
         let vset = keys.validator_set(gen_utime)?;
         let round = subset_round(
             gen_software.capabilities,
@@ -160,7 +160,7 @@ impl Generator {
             .compute_mc_subset(round, shuffle)
             .ok_or_else(|| ChainError::InvalidOption("the masterchain subset is empty".into()))?;
         let mut mc_accounts = ChainAccounts::derive_over(
-            options.seed,
+            options.shape.seed,
             ShardIdent::MASTERCHAIN,
             ACCOUNTS_PER_CHAIN,
             base.state
@@ -220,7 +220,7 @@ impl Generator {
         let mut accounts = vec![mc_accounts];
         for shard in &shards {
             accounts.push(ChainAccounts::derive(
-                options.seed,
+                options.shape.seed,
                 *shard,
                 ACCOUNTS_PER_CHAIN,
             )?);
@@ -351,13 +351,13 @@ impl Generator {
     /// loop over it, and the live devnet calls it once per block interval, so both give the same bytes.
     pub fn next_mc_block(&mut self) -> Result<GeneratedGroup, ChainError> {
         let seqno = self.mc.id.seqno + 1;
-        let is_key_block = seqno.is_multiple_of(self.options.key_block_every);
+        let is_key_block = seqno.is_multiple_of(self.options.shape.key_block_every);
         let mut is_persistent = false;
         let mut rotates = false;
         let mut announces = false;
         if is_key_block {
             let index = self.key_blocks + 1;
-            if index.is_multiple_of(self.options.persistent_every) {
+            if index.is_multiple_of(self.options.shape.persistent_every) {
                 // The first second of the next 2^17 s window.
                 self.utime = ((self.utime >> PERSISTENT_WINDOW_BITS) + 1) << PERSISTENT_WINDOW_BITS;
             } else {
@@ -365,8 +365,8 @@ impl Generator {
             }
             is_persistent = (self.utime >> PERSISTENT_WINDOW_BITS)
                 != (self.last_key_utime >> PERSISTENT_WINDOW_BITS);
-            rotates = index.is_multiple_of(self.options.rotate_every);
-            announces = (index + 1).is_multiple_of(self.options.rotate_every);
+            rotates = index.is_multiple_of(self.options.shape.rotate_every);
+            announces = (index + 1).is_multiple_of(self.options.shape.rotate_every);
         } else {
             self.utime += 1;
         }
@@ -401,7 +401,7 @@ impl Generator {
                 .filter(|&i| self.accounts[chain].entries[i].account.is_some())
                 .collect();
             if !senders.is_empty() {
-                for i in 0..self.options.messages as usize {
+                for i in 0..self.options.shape.messages as usize {
                     // Every chain in turn, this one and the masterchain included.
                     let route = (chain + 1 + (i + seqno as usize) % chains) % chains;
                     let dst_accounts = &self.accounts[route];
@@ -791,7 +791,11 @@ impl Generator {
     /// The keys of the next set (derived now) and its validator set.
     fn derive_set(&mut self, utime_since: u32) -> Result<(usize, ValidatorSet), ChainError> {
         let index = self.sets.len();
-        let keys = ValidatorKeys::derive(self.options.seed, index as u32, self.options.validators);
+        let keys = ValidatorKeys::derive(
+            self.options.shape.seed,
+            index as u32,
+            self.options.shape.validators,
+        );
         let vset = keys.validator_set(utime_since)?;
         self.sets.push(keys);
         Ok((index, vset))
@@ -827,19 +831,19 @@ impl Generator {
 
     fn message_body(&self, shard: ShardIdent, seqno: u32, index: usize) -> Vec<u8> {
         let mut hasher = blake3::Hasher::new_derive_key("regolith chain generate: message body v1");
-        hasher.update(&self.options.seed.to_le_bytes());
+        hasher.update(&self.options.shape.seed.to_le_bytes());
         hasher.update(&shard.workchain().to_le_bytes());
         hasher.update(&shard.prefix().to_le_bytes());
         hasher.update(&seqno.to_le_bytes());
         hasher.update(&(index as u64).to_le_bytes());
-        let mut body = vec![0u8; self.options.message_bytes as usize];
+        let mut body = vec![0u8; self.options.shape.message_bytes as usize];
         hasher.finalize_xof().fill(&mut body);
         body
     }
 
     fn rand_seed(&self, shard: ShardIdent, seqno: u32) -> HashBytes {
         let mut input = Vec::with_capacity(24);
-        input.extend_from_slice(&self.options.seed.to_le_bytes());
+        input.extend_from_slice(&self.options.shape.seed.to_le_bytes());
         input.extend_from_slice(&shard.workchain().to_le_bytes());
         input.extend_from_slice(&shard.prefix().to_le_bytes());
         input.extend_from_slice(&seqno.to_le_bytes());

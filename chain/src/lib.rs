@@ -35,11 +35,12 @@ pub use error::ChainError;
 pub use generator::{GeneratedGroup, Generator};
 pub use manifest::{ChainManifest, ChainSummary};
 
-/// What to generate (the options of `regolith chain generate`).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct ChainOptions {
-    /// Masterchain blocks after the zerostate.
-    pub mc_blocks: u32,
+/// The shape of a generated chain: everything that makes it the chain it is, but its length and how it is
+/// split into archive files (`chain generate`, `devnet --live` and a live node's `live.json` share it).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChainShape {
+    /// The seed of every key, account and message.
+    pub seed: u64,
     /// Shards of workchain 0: 1, 2, 4 or 8.
     pub shards: u8,
     /// Internal messages per shard block.
@@ -54,16 +55,12 @@ pub struct ChainOptions {
     pub rotate_every: u32,
     /// Every P-th key block starts a new persistent-state window.
     pub persistent_every: u32,
-    /// Mc blocks per archive at most.
-    pub mc_blocks_per_archive: u32,
-    /// The seed of every key, account and body.
-    pub seed: u64,
 }
 
-impl Default for ChainOptions {
+impl Default for ChainShape {
     fn default() -> Self {
         Self {
-            mc_blocks: 1000,
+            seed: 0,
             shards: 2,
             messages: 20,
             message_bytes: 256,
@@ -71,14 +68,21 @@ impl Default for ChainOptions {
             validators: 7,
             rotate_every: 3,
             persistent_every: 2,
-            mc_blocks_per_archive: 100,
-            seed: 0,
         }
     }
 }
 
-impl ChainOptions {
-    /// Rejects options the generator cannot follow.
+impl ChainShape {
+    /// The generator's options for `mc_blocks` mc blocks of this shape in archives of `mc_blocks_per_archive`.
+    pub fn options(&self, mc_blocks: u32, mc_blocks_per_archive: u32) -> ChainOptions {
+        ChainOptions {
+            mc_blocks,
+            mc_blocks_per_archive,
+            shape: self.clone(),
+        }
+    }
+
+    /// Rejects a shape the generator cannot follow.
     pub fn validate(&self) -> Result<(), ChainError> {
         let bad = |what: &str| Err(ChainError::InvalidOption(what.into()));
         if self.key_block_every == 0 {
@@ -90,9 +94,6 @@ impl ChainOptions {
         if self.persistent_every == 0 {
             return bad("--persistent-every must be at least 1");
         }
-        if self.mc_blocks_per_archive == 0 || self.mc_blocks_per_archive > 100 {
-            return bad("--mc-blocks-per-archive must be 1..=100 (MAX_MC_BLOCKS_PER_ARCHIVE)");
-        }
         if self.validators == 0 {
             return bad("--validators must be at least 1");
         }
@@ -103,6 +104,40 @@ impl ChainOptions {
             return bad("--message-bytes must be at most 65536");
         }
         zerostate::split_workchain(self.shards).map(|_| ())
+    }
+}
+
+/// What to generate (the options of `regolith chain generate`): a shape, a length and an archive split.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ChainOptions {
+    /// Masterchain blocks after the zerostate.
+    pub mc_blocks: u32,
+    /// Mc blocks per archive at most.
+    pub mc_blocks_per_archive: u32,
+    /// The chain's shape (its fields sit beside the two above in JSON).
+    #[serde(flatten)]
+    pub shape: ChainShape,
+}
+
+impl Default for ChainOptions {
+    fn default() -> Self {
+        Self {
+            mc_blocks: 1000,
+            mc_blocks_per_archive: 100,
+            shape: ChainShape::default(),
+        }
+    }
+}
+
+impl ChainOptions {
+    /// Rejects options the generator cannot follow.
+    pub fn validate(&self) -> Result<(), ChainError> {
+        if self.mc_blocks_per_archive == 0 || self.mc_blocks_per_archive > 100 {
+            return Err(ChainError::InvalidOption(
+                "--mc-blocks-per-archive must be 1..=100 (MAX_MC_BLOCKS_PER_ARCHIVE)".into(),
+            ));
+        }
+        self.shape.validate()
     }
 }
 
@@ -173,15 +208,17 @@ mod tests {
     fn options() -> ChainOptions {
         ChainOptions {
             mc_blocks: 25,
-            shards: 2,
-            messages: 3,
-            message_bytes: 100,
-            key_block_every: 4,
-            validators: 4,
-            rotate_every: 2,
-            persistent_every: 2,
             mc_blocks_per_archive: 10,
-            seed: 11,
+            shape: ChainShape {
+                seed: 11,
+                shards: 2,
+                messages: 3,
+                message_bytes: 100,
+                key_block_every: 4,
+                validators: 4,
+                rotate_every: 2,
+                persistent_every: 2,
+            },
         }
     }
 
@@ -275,10 +312,8 @@ mod tests {
         assert!(continued == rest, "the resumed generator made other blocks");
 
         // Other options give another block 13 (the same zerostate: messages do not change it).
-        let other = ChainOptions {
-            messages: 4,
-            ..options()
-        };
+        let mut other = options();
+        other.shape.messages = 4;
         match Generator::resume(other, &base, &zerostate, &last, |_| {
             std::ops::ControlFlow::Continue(())
         }) {
@@ -287,10 +322,8 @@ mod tests {
             Ok(_) => panic!("a chain of other options was taken as the stored one"),
         }
         // Another seed gives another zerostate.
-        let other = ChainOptions {
-            seed: 12,
-            ..options()
-        };
+        let mut other = options();
+        other.shape.seed = 12;
         match Generator::resume(other, &base, &zerostate, &last, |_| {
             std::ops::ControlFlow::Continue(())
         }) {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use bytes::Bytes;
-use regolith_chain::{generate, ChainOptions, Generator};
+use regolith_chain::{generate, ChainOptions, ChainShape, Generator};
 use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
 use regolith_formats::{BlockId, CheckedBlock, ParsedProof, ProofChecker, Proven, ZerostateConfig};
 use regolith_test_support::fixture_bytes;
@@ -13,15 +13,17 @@ use regolith_test_support::fixture_bytes;
 fn small() -> ChainOptions {
     ChainOptions {
         mc_blocks: 60,
-        shards: 2,
-        messages: 5,
-        message_bytes: 300,
-        key_block_every: 10,
-        validators: 5,
-        rotate_every: 2,
-        persistent_every: 2,
         mc_blocks_per_archive: 100,
-        seed: 7,
+        shape: ChainShape {
+            seed: 7,
+            shards: 2,
+            messages: 5,
+            message_bytes: 300,
+            key_block_every: 10,
+            validators: 5,
+            rotate_every: 2,
+            persistent_every: 2,
+        },
     }
 }
 
@@ -146,7 +148,13 @@ fn the_same_seed_gives_the_same_bytes() {
     }
     let other = tempfile::tempdir().unwrap();
     generate(
-        &ChainOptions { seed: 8, ..options },
+        &ChainOptions {
+            shape: ChainShape {
+                seed: 8,
+                ..options.shape.clone()
+            },
+            ..options.clone()
+        },
         &fixture_bytes("zerostate.boc"),
         other.path(),
     )
@@ -353,11 +361,14 @@ fn blocks_import_what_the_queue_owes_them_and_their_values_balance() {
 
     let options = ChainOptions {
         mc_blocks: 24,
-        shards: 2,
-        messages: 7,
-        message_bytes: 40,
-        key_block_every: 8,
-        rotate_every: 2,
+        shape: ChainShape {
+            shards: 2,
+            messages: 7,
+            message_bytes: 40,
+            key_block_every: 8,
+            rotate_every: 2,
+            ..small().shape
+        },
         ..small()
     };
     let mut generator = Generator::new(options.clone(), &fixture_bytes("zerostate.boc")).unwrap();

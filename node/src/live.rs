@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
 use regolith_chain::archive::ArchivedBlock;
-use regolith_chain::{ChainError, ChainOptions, Generator};
+use regolith_chain::{ChainError, ChainOptions, ChainShape, Generator};
 use regolith_formats::CheckedBlock;
 use regolith_storage::Storage;
 use serde::{Deserialize, Serialize};
@@ -41,65 +41,11 @@ const REPLAY_LOG_INTERVAL: Duration = Duration::from_secs(2);
 /// A produced block is logged at info level every this many mc blocks (the others at debug level).
 const LOG_EVERY: u32 = 10;
 
-/// The options that make the chain: fixed for a data directory (another value makes another chain).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LiveChain {
-    /// The seed of every key, account and message.
-    pub seed: u64,
-    /// Shards of workchain 0 (1, 2, 4 or 8).
-    pub shards: u8,
-    /// Internal messages per shard block.
-    pub messages: u32,
-    /// Body bytes per message.
-    pub message_bytes: u32,
-    /// Every K-th mc block is a key block.
-    pub key_block_every: u32,
-    /// Validators per set.
-    pub validators: u16,
-    /// Every R-th key block installs a new validator set.
-    pub rotate_every: u32,
-    /// Every P-th key block starts a new persistent-state window.
-    pub persistent_every: u32,
-}
-
-impl LiveChain {
-    /// The generator's options. The node writes archives by its own `storage.archives` settings, so the
-    /// generator's archive split (used only by `chain generate`) stays at its default.
-    pub fn options(&self) -> ChainOptions {
-        ChainOptions {
-            mc_blocks: 0,
-            shards: self.shards,
-            messages: self.messages,
-            message_bytes: self.message_bytes,
-            key_block_every: self.key_block_every,
-            validators: self.validators,
-            rotate_every: self.rotate_every,
-            persistent_every: self.persistent_every,
-            mc_blocks_per_archive: ChainOptions::default().mc_blocks_per_archive,
-            seed: self.seed,
-        }
-    }
-
-    /// The shape of `options` (its block count and archive split are not part of it).
-    pub fn of(options: &ChainOptions) -> Self {
-        Self {
-            seed: options.seed,
-            shards: options.shards,
-            messages: options.messages,
-            message_bytes: options.message_bytes,
-            key_block_every: options.key_block_every,
-            validators: options.validators,
-            rotate_every: options.rotate_every,
-            persistent_every: options.persistent_every,
-        }
-    }
-}
-
 /// `live.json`: every field is required and used.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LiveConfig {
-    /// The chain.
-    pub chain: LiveChain,
+    /// The chain's shape: fixed for a data directory (another shape makes another chain).
+    pub chain: ChainShape,
     /// One mc block (with its shard blocks) per interval.
     #[serde(with = "humantime_serde")]
     pub block_interval: Duration,
@@ -126,7 +72,6 @@ impl LiveConfig {
             bail!("invalid config {}: `block_interval` is 0", path.display());
         }
         self.chain
-            .options()
             .validate()
             .with_context(|| format!("invalid config {}: `chain`", path.display()))
     }
@@ -309,7 +254,12 @@ impl LiveProducer {
             .node_state()
             .load_zerostate_id()?
             .context("the data directory has no zerostate id (was it initialised?)")?;
-        let options = self.config.chain.options();
+        // The node writes archives by its own `storage.archives` settings, so the generator's archive split
+        // (used only by `chain generate`) stays at its default.
+        let options = self
+            .config
+            .chain
+            .options(0, ChainOptions::default().mc_blocks_per_archive);
         let base = self.base_zerostate.clone();
         let started = Instant::now();
         if last.seqno > 0 {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use regolith_chain::{ChainOptions, ChainSummary};
+use regolith_chain::{ChainOptions, ChainShape, ChainSummary};
 
 /// The base zerostate whose config a generated chain uses (relative to the working directory).
 pub const DEFAULT_BASE_ZEROSTATE: &str = "../shared/fixtures/zerostate.boc";
@@ -77,10 +77,10 @@ pub struct ChainShapeArgs {
 }
 
 impl ChainShapeArgs {
-    /// The generator's options for `mc_blocks` mc blocks in archives of `mc_blocks_per_archive`.
-    pub fn options(&self, mc_blocks: u32, mc_blocks_per_archive: u32) -> ChainOptions {
-        ChainOptions {
-            mc_blocks,
+    /// The shape the options give.
+    pub fn shape(&self) -> ChainShape {
+        ChainShape {
+            seed: self.seed,
             shards: self.shards,
             messages: self.messages,
             message_bytes: self.message_bytes,
@@ -88,9 +88,12 @@ impl ChainShapeArgs {
             validators: self.validators,
             rotate_every: self.rotate_every,
             persistent_every: self.persistent_every,
-            mc_blocks_per_archive,
-            seed: self.seed,
         }
+    }
+
+    /// The generator's options for `mc_blocks` mc blocks in archives of `mc_blocks_per_archive`.
+    pub fn options(&self, mc_blocks: u32, mc_blocks_per_archive: u32) -> ChainOptions {
+        self.shape().options(mc_blocks, mc_blocks_per_archive)
     }
 }
 

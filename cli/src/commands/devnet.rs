@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use regolith_node::config::DataDir;
 use regolith_node::files::{write_atomically, write_json, write_secret_json};
-use regolith_node::live::{LiveChain, LiveConfig};
+use regolith_node::live::LiveConfig;
 
 use crate::commands::chain::ChainShapeArgs;
 
@@ -219,17 +219,14 @@ pub async fn run(args: DevnetArgs) -> Result<()> {
 fn live_config(args: &DevnetArgs) -> Result<(LiveConfig, Vec<u8>)> {
     let base = std::fs::read(&args.zerostate)
         .with_context(|| format!("cannot read {}", args.zerostate.display()))?;
-    let options = args.chain.options(
-        0,
-        regolith_chain::ChainOptions::default().mc_blocks_per_archive,
-    );
-    options.validate()?;
+    let shape = args.chain.shape();
+    shape.validate()?;
     if args.block_interval.is_zero() {
         bail!("--block-interval must be above 0");
     }
     Ok((
         LiveConfig {
-            chain: LiveChain::of(&options),
+            chain: shape,
             block_interval: args.block_interval,
             stop_at: args.mc_blocks,
         },
