@@ -14,7 +14,7 @@ use common::{edit_node_config, metric_value, metrics_page, spawn_run, stop_withi
 use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
 use regolith_rpc::proto::{self, rpc};
 use regolith_rpc::RawOverlayClient;
-use regolith_test_support::{archive_1_arg, archive_1_bytes, free_tcp_port, wait_until};
+use regolith_test_support::{archive_1_arg, archive_1_bytes, free_tcp_port, wait_for, wait_until};
 use serde_json::Value;
 use tycho_network::PeerInfo;
 
@@ -413,4 +413,54 @@ async fn every_metric_of_the_dashboard_is_exported_by_a_running_node() {
         metric_value(&page, "regolith_rpc_blocks_served_total").is_some_and(|v| v >= 1.0),
         "b served blocks"
     );
+}
+
+/// Series that exist only once there is something to label them by: a neighbour (a lone node has none) or
+/// a queue partition and shard that GC has bounded.
+const LABELLED_BY_WHAT_EXISTS: &[&str] = &[
+    "regolith_overlay_neighbour_score",
+    "regolith_overlay_neighbour_rtt_seconds",
+    "regolith_queue_gc_bound_lt",
+];
+
+/// A node's metrics are registered when it starts: a lone node that has done nothing yet (no block, no GC
+/// run, no request, no archive) already exports every metric of the dashboard, as 0, so that no panel of a
+/// fresh node shows "no data".
+#[test]
+fn a_fresh_node_exports_every_dashboard_metric_from_its_start() {
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(dashboard_path()).unwrap()).unwrap();
+    let mut wanted = dashboard_metrics(&dashboard);
+    for name in LABELLED_BY_WHAT_EXISTS {
+        assert!(
+            wanted.remove(*name).is_some(),
+            "{name} is no longer on the dashboard: drop it from the list"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("node");
+    common::init(&data);
+    let metrics = free_tcp_port();
+    edit_node_config(&data, |c| local_node(c, Some(metrics)));
+    // `spawn_run` returns once the node has printed that it serves: its start is over.
+    let node = spawn_run(&data);
+    let page = wait_for(Duration::from_secs(60), Duration::from_millis(100), || {
+        metrics_page(metrics).ok_or_else(|| "the metrics endpoint does not answer".to_owned())
+    });
+    stop_within(node.child, Duration::from_secs(60));
+    let missing = not_exported(&wanted, &page);
+    assert!(
+        missing.is_empty(),
+        "a fresh node does not export:\n  {}\n\nits /metrics:\n{page}",
+        missing.join("\n  ")
+    );
+    for zero in [
+        "regolith_archives_committed_total",
+        "regolith_gc_runs_total",
+        "regolith_gc_blocks_removed_total",
+        "regolith_gc_archives_removed_total",
+        "regolith_rpc_unknown_queries_total",
+    ] {
+        assert_eq!(metric_value(&page, zero), Some(0.0), "{zero}");
+    }
 }

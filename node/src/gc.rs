@@ -242,6 +242,19 @@ fn failed(gc: &'static str, error: &anyhow::Error) {
     tracing::warn!(gc, error = %format!("{error:#}"), "GC run failed");
 }
 
+/// Registers the GC metrics (both schedules) before their first run.
+pub(crate) fn register_metrics() {
+    for gc in ["blocks", "archives"] {
+        let _ = metrics::counter!("regolith_gc_runs_total", "gc" => gc);
+        let _ = metrics::counter!("regolith_gc_failures_total", "gc" => gc);
+        let _ = metrics::gauge!("regolith_gc_target_mc_seqno", "gc" => gc);
+    }
+    for kind in ["mc", "all"] {
+        let _ = metrics::counter!("regolith_gc_blocks_removed_total", "kind" => kind);
+    }
+    let _ = metrics::counter!("regolith_gc_archives_removed_total");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,3 +68,19 @@ impl QueueStorage {
         Ok(())
     }
 }
+
+/// Registers the queue's metrics with the installed recorder, so that a dashboard shows 0, not "no data",
+/// before their first event (the GC bounds, labelled per partition and shard, appear with the first GC).
+pub fn register_metrics() {
+    for name in [
+        "regolith_queue_clears_total",
+        "regolith_queue_commits_total",
+        "regolith_queue_diffs_applied_total",
+        "regolith_queue_messages_applied_total",
+        "regolith_queue_gc_deletes_total",
+        "regolith_queue_gc_diffs_removed_total",
+    ] {
+        let _ = metrics::counter!(name);
+    }
+    let _ = metrics::histogram!("regolith_queue_gc_tick_seconds");
+}

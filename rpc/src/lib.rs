@@ -32,3 +32,19 @@ pub use view::{BlockFullParts, BlockStorageView, HandleFlags};
 
 /// The name of the blockchain public overlay (metrics label).
 pub const OVERLAY_NAME: &str = "blockchain_rpc";
+
+/// Registers the service's and the overlay client's metrics with the installed recorder, per method where
+/// they are labelled by method, so that a dashboard shows 0, not "no data", before their first event (the
+/// per-neighbour gauges appear with the neighbours, the answer codes but `ok` with the first such answer).
+pub fn register_metrics() {
+    let _ = metrics::counter!("regolith_rpc_unknown_queries_total");
+    let _ = metrics::counter!("regolith_rpc_blocks_served_total");
+    for method in proto::Method::ALL {
+        let _ = metrics::counter!("regolith_rpc_requests_total", "method" => method.name());
+        let _ = metrics::counter!("regolith_rpc_bytes_served_total", "method" => method.name());
+        let _ = metrics::counter!("regolith_rpc_answers_total", "method" => method.name(), "code" => "ok");
+        let _ = metrics::histogram!("regolith_rpc_request_seconds", "method" => method.name());
+    }
+    let _ = metrics::gauge!("regolith_overlay_neighbours");
+    let _ = metrics::gauge!("regolith_overlay_broadcast_targets");
+}

@@ -46,3 +46,11 @@ pub use persistent_state::{
 pub use regolith_formats::persistent_state::{StateKind, StatePart};
 pub use regolith_kv::KvError;
 pub use storage::{OpenStats, Storage};
+
+/// Registers the storage's metrics with the installed recorder, so that a dashboard shows 0, not "no data",
+/// before their first event.
+pub fn register_metrics() {
+    let _ = metrics::counter!("regolith_archives_committed_total");
+    let _ = metrics::gauge!("regolith_storage_dangling_block_ids");
+    let _ = metrics::gauge!("regolith_storage_quarantined_archive_files");
+}

@@ -121,3 +121,9 @@ fn run(storage: &Storage, queue: &NodeQueue, rx: &mpsc::Receiver<Job>) -> Result
     }
     Ok(())
 }
+
+/// Registers the group commit's metrics before its first round.
+pub(crate) fn register_metrics() {
+    let _ = metrics::counter!("regolith_group_commit_rounds_total");
+    let _ = metrics::histogram!("regolith_group_commit_mc_blocks");
+}

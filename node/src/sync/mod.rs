@@ -969,6 +969,16 @@ impl SyncProgress {
     }
 }
 
+/// Registers the sync's metrics before its first step.
+pub(crate) fn register_metrics() {
+    for source in [Source::Archive, Source::Block] {
+        let _ = metrics::counter!("regolith_sync_blocks_total", "source" => source.label());
+    }
+    let _ = metrics::gauge!("regolith_sync_lag_blocks");
+    let _ = metrics::gauge!("regolith_sync_lag_seconds");
+    let _ = metrics::gauge!("regolith_sync_last_applied_mc_seqno");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
