@@ -64,4 +64,36 @@ fn byte_sizes_survive_a_write_and_a_read() {
     );
     let json = serde_json::to_string(&fresh).unwrap();
     assert!(json.contains(r#""max_frame_size":"8 MiB""#), "{json}");
+
+    // Every size of the RPC sections too: the defaults and odd values come back to the byte.
+    let mut sizes = NodeConfig::new([7; 32], Path::new("data"));
+    let client = &mut sizes.blockchain_rpc_client;
+    client.max_block_size = bytesize::ByteSize(64 * 1024 * 1024 + 1);
+    client.min_download_rate = bytesize::ByteSize(1_500_000_000);
+    let back = write_and_read(&sizes);
+    let service = &back.blockchain_rpc_service;
+    assert_eq!(service.block_full_cache_size, bytesize::ByteSize::mib(32));
+    let got = &back.blockchain_rpc_client;
+    let want = &sizes.blockchain_rpc_client;
+    assert_eq!(got.max_block_size, want.max_block_size);
+    assert_eq!(got.max_archive_size, want.max_archive_size);
+    assert_eq!(
+        got.max_archive_decompressed_size,
+        want.max_archive_decompressed_size
+    );
+    assert_eq!(
+        got.max_persistent_state_size,
+        want.max_persistent_state_size
+    );
+    assert_eq!(got.max_queue_state_size, want.max_queue_state_size);
+    assert_eq!(got.min_download_rate, want.min_download_rate);
+    let json = serde_json::to_string(&sizes).unwrap();
+    for exact in [
+        r#""block_full_cache_size":"32 MiB""#,
+        r#""max_block_size":"67108865 B""#,
+        r#""max_archive_size":"4 GiB""#,
+        r#""min_download_rate":"1500 MB""#,
+    ] {
+        assert!(json.contains(exact), "{exact} not in {json}");
+    }
 }

@@ -24,6 +24,7 @@ pub struct BlockchainRpcServiceConfig {
     pub serve_next_blocks_batch: bool,
     /// Bytes of serialized getBlockFull answers kept for repeats (the newest blocks every follower asks
     /// for); 0 turns the cache off.
+    #[serde(with = "regolith_storage::config::exact_byte_size")]
     pub block_full_cache_size: ByteSize,
     /// The ingress policy (§6); `null` = no limiter.
     pub rate_limits: Option<RateLimitsConfig>,
@@ -163,16 +164,22 @@ pub struct BlockchainRpcClientConfig {
     pub request_history_size: RequestHistorySize,
     /// The largest block accepted, decompressed; also the largest entry of an archive. The decompressor
     /// stops at this size.
+    #[serde(with = "regolith_storage::config::exact_byte_size")]
     pub max_block_size: ByteSize,
     /// The largest archive accepted, as announced (compressed) by getArchiveInfo.
+    #[serde(with = "regolith_storage::config::exact_byte_size")]
     pub max_archive_size: ByteSize,
     /// The largest archive accepted once decompressed (it is spilled to disk, never held in memory).
+    #[serde(with = "regolith_storage::config::exact_byte_size")]
     pub max_archive_decompressed_size: ByteSize,
     /// The largest persistent shard state (or part) accepted, decompressed (and so as announced).
+    #[serde(with = "regolith_storage::config::exact_byte_size")]
     pub max_persistent_state_size: ByteSize,
     /// The largest persistent queue state accepted, decompressed (and so as announced).
+    #[serde(with = "regolith_storage::config::exact_byte_size")]
     pub max_queue_state_size: ByteSize,
     /// A download whose rate stays below this many bytes per second ...
+    #[serde(with = "regolith_storage::config::exact_byte_size")]
     pub min_download_rate: ByteSize,
     /// ... over a whole window of this length is abandoned.
     #[serde(with = "humantime_serde")]
