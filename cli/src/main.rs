@@ -37,8 +37,8 @@ enum Command {
     Bench(commands::bench::BenchArgs),
     /// The receiver journal of cross-chain announcements (`<data>/ledger`).
     Ledger(commands::ledger::LedgerArgs),
-    /// N `regolith run` processes on 127.0.0.1: node1 serves the imported fixture chain, the others sync from
-    /// it. Shows every node's height until Ctrl-C.
+    /// N `regolith run` processes on 127.0.0.1: node1 imports the fixture chain, or with `--live` makes a new
+    /// chain as it runs; the others sync from it. Shows every node's height until Ctrl-C.
     Devnet(commands::devnet::DevnetArgs),
     /// Talk to a Tycho network: fetch blocks, archives, states and proofs from peers, send messages.
     P2p(commands::p2p::P2pArgs),

@@ -633,3 +633,21 @@ fn an_archive_missing_a_shard_block_stops_before_the_mc_block_that_needs_it_and_
     assert!(!digest(&data).is_null());
     assert_eq!(queue_view(&data), queue_view(&clean));
 }
+
+/// `regolith devnet --help` tells both ways node1 gets its chain: the imported fixture archives, and `--live`
+/// (a new chain made as it runs), which `make run` uses.
+#[test]
+fn devnet_help_describes_the_live_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = ok(dir.path(), &["devnet", "--help"]);
+    assert!(
+        help.contains("or with `--live` makes a new chain as it runs"),
+        "{help}"
+    );
+    assert!(help.contains("--live"), "{help}");
+    assert!(help.contains("--block-interval"), "{help}");
+    assert!(
+        !help.contains("node1 serves the imported fixture chain"),
+        "{help}"
+    );
+}

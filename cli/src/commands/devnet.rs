@@ -22,7 +22,7 @@ const LIVE_HEADING: &str = "Live chain (with --live)";
 /// `regolith devnet` arguments.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DevnetArgs {
-    /// Number of nodes (node1 serves the imported chain, the others sync).
+    /// Number of nodes (node1 serves the chain, imported or made with `--live`; the others sync).
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
     /// Where the nodes' data directories live.
