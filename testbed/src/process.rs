@@ -14,7 +14,7 @@ use regolith_node::config::DataDir;
 use regolith_node::files::{write_json, write_secret_json};
 
 /// A local TCP port free at the time of the call.
-fn free_tcp_port() -> Result<u16> {
+pub fn free_tcp_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())

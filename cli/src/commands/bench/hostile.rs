@@ -20,7 +20,7 @@ use regolith_node::config::DataDir;
 use regolith_node::files::write_secret_json;
 use regolith_rpc::proto::{self, rpc, OverlayResponse};
 use regolith_rpc::RawOverlayClient;
-use regolith_testbed::process::process_usage;
+use regolith_testbed::process::{free_tcp_port, process_usage};
 use serde::Serialize;
 
 /// What the hostile clients send, in turn.
@@ -250,12 +250,6 @@ impl Drop for ServingNode {
 
 fn free_udp_port() -> Result<u16> {
     Ok(std::net::UdpSocket::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-fn free_tcp_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
 }
