@@ -1,9 +1,10 @@
-//! `regolith run`: the node's main job. Starts the node's data ([`crate::start`]: the storage with its
+//! The running node (what `regolith run` runs): its main job. Starts the node's data ([`crate::start`]: the storage with its
 //! startup check and archive recovery, the internal queue's start procedure and GC task, the boot), starts
 //! tycho-network (QUIC, DHT, overlay service,
 //! peer resolver) with the blockchain public overlay serving blockchain RPC from the storage, exposes
 //! Prometheus metrics, runs block GC on schedule and stays up until SIGINT/SIGTERM. Blocks come from the sync
-//! (peers), or on a live node (`live.json`, [`crate::live`]) from the node's own generated chain.
+//! (peers), or on a live node (`live.json`, [`crate::live`]) from the node's own generated chain. What the
+//! operator should see (the start banner, a finished cold boot) goes to the caller's [`RunEvents`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -184,16 +185,43 @@ pub fn rpc_client(
         .context("cannot build the RPC client")
 }
 
-/// Prints a line of the start banner; a closed stdout is not an error for a running node.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
+/// What a node that serves tells whoever started it (the command line prints it as the start banner).
+#[derive(Debug, Clone)]
+pub struct NodeInfo {
+    /// The data directory.
+    pub data_root: std::path::PathBuf,
+    /// The last applied mc block at the start.
+    pub last_applied_mc_seqno: u32,
+    /// The QUIC address it listens on.
+    pub quic_address: std::net::SocketAddr,
+    /// Its peer id.
+    pub peer_id: tycho_network::PeerId,
+    /// The blockchain overlay id.
+    pub overlay_id: [u8; 32],
+    /// Its signed peer info (for another node's `bootstrap_peers`).
+    pub peer_info: tycho_network::PeerInfo,
+    /// The metrics endpoint, when on.
+    pub metrics_address: Option<std::net::SocketAddr>,
+    /// The HTTP API, when on.
+    pub api_address: Option<std::net::SocketAddr>,
+    /// The live chain it makes (one line), when it is a live node.
+    pub live_chain: Option<String>,
+}
+
+/// What [`run`] reports as it goes, besides its logs.
+pub trait RunEvents: Send + Sync + 'static {
+    /// The node has started and serves.
+    fn started(&self, node: &NodeInfo);
+    /// A cold boot finished: the sync goes on from its block.
+    fn cold_booted(&self, report: &crate::boot::cold_boot::BootReport);
 }
 
 /// Runs until a shutdown signal. `boot` overrides node.json `boot` for this start.
-pub async fn run(data: &DataDir, boot: Option<crate::boot::cold_boot::BootConfig>) -> Result<()> {
+pub async fn run(
+    data: &DataDir,
+    boot: Option<crate::boot::cold_boot::BootConfig>,
+    events: Arc<dyn RunEvents>,
+) -> Result<()> {
     // Handlers first: a signal that arrives while the node starts must stop it cleanly, not kill it.
     let shutdown = Shutdown::install()?;
     let node_config = data.load_node_config()?;
@@ -264,29 +292,17 @@ pub async fn run(data: &DataDir, boot: Option<crate::boot::cold_boot::BootConfig
         queue_reapplied = queue_start.reapplied_diffs,
         "node started"
     );
-    say!(
-        "regolith node serving blockchain RPC from {} (last applied mc block: {})",
-        data.root.display(),
-        last_mc.seqno
-    );
-    say!("  QUIC address: {}", node.network.network.local_addr());
-    say!("  peer id:      {}", node.network.peer_id());
-    say!("  overlay id:   {}", hex::encode(node.overlay_id));
-    say!("  peer info:    {}", serde_json::to_string(&peer_info)?);
-    if let Some(address) = node_config.metrics_address {
-        say!("  metrics:      http://{address}/metrics");
-    }
-    if let Some(address) = node_config.api_address {
-        say!("  messages:     POST http://{address}/v1/messages");
-    }
-    if let Some(live) = &live {
-        say!(
-            "  live chain:   {} ({})",
-            live.describe(),
-            crate::live::LIVE_FILE
-        );
-    }
-    say!("Add the peer info to another node's global.json bootstrap_peers to reach it. Press Ctrl-C to stop.");
+    events.started(&NodeInfo {
+        data_root: data.root.clone(),
+        last_applied_mc_seqno: last_mc.seqno,
+        quic_address: node.network.network.local_addr(),
+        peer_id: node.network.peer_id(),
+        overlay_id: node.overlay_id,
+        peer_info: peer_info.clone(),
+        metrics_address: node_config.metrics_address,
+        api_address: node_config.api_address,
+        live_chain: live.as_ref().map(crate::live::LiveConfig::describe),
+    });
 
     metrics::gauge!("regolith_sync_last_applied_mc_seqno").set(f64::from(last_mc.seqno));
     let gc = crate::gc::GcTasks::start(&storage);
@@ -333,7 +349,7 @@ pub async fn run(data: &DataDir, boot: Option<crate::boot::cold_boot::BootConfig
                     let mut stop = stop_rx.clone();
                     loop {
                         let booted = tokio::select! {
-                            booted = boot_when_connected(&storage, &queue, &client, &root) => booted,
+                            booted = boot_when_connected(&storage, &queue, &client, &root, &*events) => booted,
                             _ = stop.changed() => return Ok(()),
                         };
                         match booted {
@@ -395,19 +411,21 @@ async fn boot_when_connected(
     queue: &crate::queue_sync::NodeQueue,
     client: &regolith_rpc::client::BlockchainRpcClient,
     root: &std::path::Path,
+    events: &dyn RunEvents,
 ) -> Result<()> {
     while client.overlay_client().neighbours().is_empty() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     if let Some(report) = crate::boot::cold_boot::cold_boot(storage, queue, client, root).await? {
-        say!(
-            "cold boot: from mc block {} ({} key blocks verified, {} states, {:.1} MiB) in {:.1} s",
-            report.block.seqno,
-            report.key_blocks,
-            report.states,
-            report.bytes as f64 / 1048576.0,
-            report.elapsed.as_secs_f64()
+        tracing::info!(
+            block = %report.block,
+            key_blocks = report.key_blocks,
+            states = report.states,
+            bytes = report.bytes,
+            elapsed_s = report.elapsed.as_secs_f64(),
+            "cold boot finished"
         );
+        events.cold_booted(&report);
     }
     Ok(())
 }
