@@ -1383,6 +1383,7 @@ async fn gc_windows_remove_blocks_archives_and_queue_diffs_and_the_node_serves_t
         ];
 
     let mut queue_records_before = usize::MAX;
+    let mut bounds_before = std::collections::BTreeMap::new();
     for (window, (stop_at, queue_gc)) in [(40u32, true), (70, true), (100, false)]
         .into_iter()
         .enumerate()
@@ -1474,13 +1475,41 @@ async fn gc_windows_remove_blocks_archives_and_queue_diffs_and_the_node_serves_t
             );
         }
         if queue_gc {
+            // The window's commits moved the stored GC bounds on, and GC collected up to them: no record of
+            // a shard whose newest message is at or below its shard's bound is left. (How many records that
+            // leaves depends on where the window stopped, so the count is no measure.)
             eventually(&format!("{ctx}: queue GC"), || {
-                let records = gc_view(&storage, &queue).queue_records;
-                (records < queue_records_before && records < 107)
+                let overview = queue.storage().overview(false).unwrap();
+                let moved = overview
+                    .gc_bounds
+                    .iter()
+                    .any(|(shard, bound)| bounds_before.get(shard).is_none_or(|old| bound > old));
+                if !moved {
+                    return Err(format!(
+                        "GC bounds {:?}, {bounds_before:?} before",
+                        overview.gc_bounds
+                    ));
+                }
+                let left: Vec<(String, u32)> = overview
+                    .diffs
+                    .iter()
+                    .filter(|d| {
+                        overview
+                            .gc_bounds
+                            .get(&d.shard)
+                            .is_some_and(|bound| d.info.max_message <= *bound)
+                    })
+                    .map(|d| (d.shard.to_string(), d.seqno))
+                    .collect();
+                let records = overview.diffs.len();
+                (left.is_empty() && records < 107)
                     .then_some(())
-                    .ok_or(format!("{records} records, {queue_records_before} before"))
+                    .ok_or(format!(
+                        "{records} records, at or below the bounds: {left:?}"
+                    ))
             })
             .await;
+            bounds_before = queue.storage().overview(false).unwrap().gc_bounds;
         }
         queue_records_before = gc_view(&storage, &queue).queue_records;
         gc.stop().await;
