@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use regolith_formats::BlockId;
 use regolith_node::run::Node;
 use serde::Serialize;
@@ -257,61 +257,4 @@ pub async fn run_victim(
         honest_banned: honest.is_some_and(banned),
         ..run
     })
-}
-
-/// `regolith bench sync --hostile`: every attack, alone and beside an honest peer, next to the honest-only
-/// figure. Prints one row per run.
-pub async fn bench(fixtures: &Path, json: bool) -> Result<()> {
-    let exe = std::env::current_exe().context("cannot find the regolith binary")?;
-    let mut rows = Vec::new();
-    let mut ip = 60u8;
-    for attack in std::iter::once(Attack::None).chain(Attack::ALL) {
-        let forger = ForgingPeer::start(fixtures, [127, 0, 0, ip], attack).await?;
-        let honest = ForgingPeer::start(fixtures, [127, 0, 0, ip + 1], Attack::None).await?;
-        ip += 2;
-        for with_honest in [false, true] {
-            if attack == Attack::None && with_honest {
-                continue;
-            }
-            let work = tempfile::tempdir()?;
-            let target = if with_honest {
-                100
-            } else {
-                forger.reachable_alone
-            };
-            let run = run_victim(
-                &exe,
-                fixtures,
-                work.path(),
-                attack,
-                &forger,
-                with_honest.then_some(&honest),
-                target,
-                Duration::from_secs(300),
-            )
-            .await?;
-            if json {
-                println!("{}", serde_json::to_string(&run)?);
-            } else {
-                println!(
-                    "{:<28} {:<12} mc {:>3}/{:<3} {:>7.1} s  peak RSS {:>6.1} MiB  forger: {:>5} queries, {:>4} forged, score {}{}  honest score {}",
-                    format!("{attack:?}"),
-                    if with_honest { "with honest" } else { "forger alone" },
-                    run.reached,
-                    run.target,
-                    run.seconds,
-                    run.peak_rss_mib,
-                    run.forger_queries,
-                    run.forged,
-                    run.forger_score.map_or("none (dropped)".into(), |s| format!("{s:.0}")),
-                    if run.forger_banned { ", banned" } else { "" },
-                    run.honest_score.map_or("-".into(), |s| format!("{s:.0}")),
-                );
-            }
-            rows.push(run);
-        }
-        forger.node.shutdown().await;
-        honest.node.shutdown().await;
-    }
-    Ok(())
 }

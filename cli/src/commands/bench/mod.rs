@@ -4,6 +4,7 @@
 mod client;
 mod handles;
 mod hostile;
+mod hostile_sync;
 mod queue;
 mod queue_cases;
 mod rpc;

@@ -75,7 +75,7 @@ struct SyncRun {
 /// Runs the benchmark.
 pub(super) async fn sync(args: SyncBenchArgs) -> Result<()> {
     if args.hostile {
-        return regolith_testbed::hostile_sync::bench(&args.fixtures, args.json).await;
+        return super::hostile_sync::bench(&args.fixtures, args.json).await;
     }
     for mode in &args.modes {
         if !["block", "block-stock", "archive", "cold-boot"].contains(&mode.as_str()) {
