@@ -36,6 +36,16 @@ pub(crate) type CellHashState = BuildHasherDefault<CellHashHasher>;
 /// A set of cell hashes.
 pub(crate) type CellHashSet = HashSet<HashBytes, CellHashState>;
 
+/// The reference count of every distinct cell of the states `roots`, each root held once: the oracle that a
+/// cell store's counts are checked against (one per reference from a distinct cell of the set, one per root).
+pub fn state_cell_counts(roots: &[Cell]) -> HashMap<HashBytes, u32> {
+    let mut cells = StateCells::default();
+    for root in roots {
+        cells.retain(root.as_ref());
+    }
+    cells.counts.into_iter().collect()
+}
+
 /// The distinct cells of one state, each with its reference count: one per reference from a distinct cell of
 /// the set, one per root held.
 #[derive(Default)]

@@ -31,6 +31,7 @@ pub mod zerostate;
 use std::path::Path;
 use std::time::Instant;
 
+pub use cells::state_cell_counts;
 pub use error::ChainError;
 pub use generator::{GeneratedGroup, Generator};
 pub use manifest::{ChainManifest, ChainSummary};

@@ -10,6 +10,7 @@ pub mod block_components;
 pub mod block_connection;
 pub mod block_handle;
 pub mod block_meta;
+pub mod cells;
 pub mod config;
 mod consistency;
 pub mod error;
@@ -33,6 +34,7 @@ pub use block_handle::{
     MaybeExistingHandle, WeakBlockHandle,
 };
 pub use block_meta::{BlockFlags, BlockMeta, MetaSnapshot, NewBlockMeta};
+pub use cells::{CellBatch, CellStorage};
 pub use config::StorageConfig;
 pub use consistency::ConsistencyStats;
 pub use error::{Result, StorageError};

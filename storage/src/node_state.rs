@@ -8,7 +8,8 @@ use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
 use crate::tables::{NameKey, RawBytes, State};
 
-const LAST_MC_BLOCK: NameKey = NameKey("last_mc_block");
+/// The key of the last applied mc block.
+pub(crate) const LAST_MC_BLOCK: NameKey = NameKey("last_mc_block");
 const INIT_MC_BLOCK: NameKey = NameKey("init_mc_block");
 const ZEROSTATE_ID: NameKey = NameKey("zerostate_id");
 /// The key of the zerostate proof.

@@ -11,6 +11,7 @@ use crate::block_cache::BlockCache;
 use crate::block_components::BlockComponentStorage;
 use crate::block_connection::BlockConnectionStorage;
 use crate::block_handle::BlockHandleStorage;
+use crate::cells::CellStorage;
 use crate::config::StorageConfig;
 use crate::consistency::{self, ConsistencyStats};
 use crate::db::CoreDb;
@@ -41,6 +42,7 @@ struct Inner {
     connections: BlockConnectionStorage,
     components: BlockComponentStorage,
     node_state: NodeStateStorage,
+    cells: CellStorage,
     archives: ArchiveStorage,
     states: PersistentStateStorage,
     open_stats: OpenStats,
@@ -106,6 +108,7 @@ impl Storage {
             config.list_blocks_page.max(1),
         );
         Ok(Self(Arc::new(Inner {
+            cells: CellStorage::new(db.clone(), handles.clone()),
             connections: BlockConnectionStorage::new(db.clone()),
             components,
             node_state,
@@ -156,6 +159,11 @@ impl Storage {
     /// Persistent states: the index and the state files.
     pub fn persistent_states(&self) -> &PersistentStateStorage {
         &self.0.states
+    }
+
+    /// The cell rows of the stored shard states.
+    pub fn cells(&self) -> &CellStorage {
+        &self.0.cells
     }
 
     /// Node state.

@@ -48,6 +48,41 @@ tables! {
     /// Persistent states: block key (48) ‖ kind (1: shard 0, queue 1) → the state's file, size, chunk size
     /// and split parts (`persistent_state::PersistentStateValue`). A state is served only once recorded.
     PersistentStates: "persistent_states", PersistentStateKey => PersistentStateValue;
+    /// Cells of the stored shard states (state.md §7.1): representation hash (32) → body (`d1 d2 ‖ bit_len u16
+    /// LE ‖ repr depth u16 LE ‖ data ‖ (hash 32 ‖ depth u16 LE) per lower level, none for a pruned branch ‖
+    /// child repr hashes`). Put once, deleted when its count reaches 0. Point reads only: no compression, a
+    /// whole-key bloom filter, 4 KiB blocks.
+    Cells: "cells", StoredHash => RawBytes, options = cells_options;
+    /// Reference counts of the cells counted more than once: repr hash (32) → count (u64 LE, ≥ 2). No row
+    /// means 1. No merge operator: a change must see the old count to find 0.
+    CellRefs: "cell_refs", StoredHash => RefCount, options = cell_refs_options;
+    /// Stored shard states: block key (48) → the state's root hash (32) ‖ the block's file hash (32), so that
+    /// the row names its block id alone. This row, not HAS_STATE, says that a state is stored; each row counts
+    /// once in its root's reference count.
+    ShardStates: "shard_states", StoredBlockKey => StateRoot;
+}
+
+/// `cells`: read by key (lazy loading, existence checks of the write walk), scanned only by the checker.
+fn cells_options(opts: &mut Options, _: &StorageConfig) {
+    let mut block = BlockBasedOptions::default();
+    block.set_bloom_filter(12.0, false);
+    block.set_whole_key_filtering(true);
+    block.set_block_size(4096);
+    block.set_data_block_index_type(rocksdb::DataBlockIndexType::BinaryAndHash);
+    opts.set_block_based_table_factory(&block);
+    opts.set_compression_type(DBCompressionType::None);
+    opts.set_memtable_whole_key_filtering(true);
+    opts.set_memtable_prefix_bloom_ratio(0.05);
+}
+
+/// `cell_refs`: small rows read by key on every count change; most lookups miss (a count of 1 has no row).
+fn cell_refs_options(opts: &mut Options, _: &StorageConfig) {
+    let mut block = BlockBasedOptions::default();
+    block.set_bloom_filter(10.0, false);
+    block.set_whole_key_filtering(true);
+    opts.set_block_based_table_factory(&block);
+    opts.set_memtable_whole_key_filtering(true);
+    opts.set_memtable_prefix_bloom_ratio(0.05);
 }
 
 /// `block_handles`: the meta merge operator, bloom filters, point-lookup tuning.
@@ -127,6 +162,47 @@ impl Codec for StoredHash {
     fn decode(bytes: &[u8]) -> Result<Self> {
         DecodeError::check_len("hash", bytes, 32)?;
         Ok(Self(HashBytes(bytes.try_into().unwrap())))
+    }
+}
+
+/// A reference count of `cell_refs` (u64 LE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefCount(pub u64);
+
+impl Codec for RefCount {
+    type Encoded<'a> = [u8; 8];
+    fn encode(&self) -> [u8; 8] {
+        self.0.to_le_bytes()
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        DecodeError::check_len("reference count", bytes, 8)?;
+        Ok(Self(u64::from_le_bytes(bytes.try_into().unwrap())))
+    }
+}
+
+/// A `shard_states` value: the state's root hash and the block's file hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateRoot {
+    /// The state's root (repr) hash.
+    pub root: HashBytes,
+    /// The block's file hash.
+    pub file_hash: HashBytes,
+}
+
+impl Codec for StateRoot {
+    type Encoded<'a> = [u8; 64];
+    fn encode(&self) -> [u8; 64] {
+        let mut out = [0; 64];
+        out[..32].copy_from_slice(&self.root.0);
+        out[32..].copy_from_slice(&self.file_hash.0);
+        out
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        DecodeError::check_len("state root", bytes, 64)?;
+        Ok(Self {
+            root: HashBytes(bytes[..32].try_into().unwrap()),
+            file_hash: HashBytes(bytes[32..].try_into().unwrap()),
+        })
     }
 }
 

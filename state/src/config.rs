@@ -1,0 +1,34 @@
+//! The `states` section of a node's config (state.md §7.3, §7.5).
+
+use serde::{Deserialize, Serialize};
+
+/// How the node keeps its states.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StatesConfig {
+    /// Store the states at every mc block whose seqno is a multiple of this (and at every persistent key
+    /// block, at a clean shutdown, and when `max_fresh_cells` is reached). A restart re-applies the blocks
+    /// after the last one stored; block GC keeps them.
+    pub checkpoint_every: u32,
+    /// Store the states once the blocks applied since the last checkpoint made this many cells.
+    pub max_fresh_cells: u64,
+    /// Checkpoints whose states GC keeps (at least 1).
+    pub keep_checkpoints: u32,
+}
+
+impl Default for StatesConfig {
+    fn default() -> Self {
+        Self {
+            checkpoint_every: 100,
+            max_fresh_cells: 500_000,
+            keep_checkpoints: 2,
+        }
+    }
+}
+
+impl StatesConfig {
+    /// Whether the states are stored at mc block `seqno`, given the cells made since the last checkpoint.
+    pub fn is_checkpoint(&self, seqno: u32, fresh_cells: u64) -> bool {
+        seqno.is_multiple_of(self.checkpoint_every.max(1)) || fresh_cells >= self.max_fresh_cells
+    }
+}

@@ -1,0 +1,36 @@
+//! regolith shard states (state.md, Part B): the cell store with exact reference counts in the `core`
+//! database, the newest state of every chain kept in memory and advanced by each block's state update,
+//! checkpoints that store those states, states GC, and the checker of every count.
+//!
+//! - [`StateStore`]: reads stored states lazily ([`StateStore::load_state`]), stores states in one batch
+//!   ([`StateStore::write_states`]) and removes one ([`StateStore::remove_state`]).
+//! - [`ChainStates`]: the newest states; [`ChainStates::apply`] checks and applies a block's update.
+//! - [`gc::collect`]: states GC; [`check::check`]: the checker (`regolith inspect state --check`).
+//! - [`StatesConfig`]: the `states` section of a node's config.
+
+mod cell_row;
+mod chain_states;
+pub mod check;
+mod config;
+mod error;
+pub mod gc;
+mod store;
+mod stored_cell;
+
+pub use chain_states::{ChainState, ChainStates};
+pub use check::CheckReport;
+pub use config::StatesConfig;
+pub use error::StateError;
+pub use store::{RemoveStats, StateStore, WriteStats};
+
+/// Registers the state metrics with the installed recorder, so that a dashboard shows 0 before their first
+/// event.
+pub fn register_metrics() {
+    let _ = metrics::counter!("regolith_states_cells_stored_total");
+    let _ = metrics::counter!("regolith_states_checkpoints_total");
+    let _ = metrics::counter!("regolith_states_checkpoint_bytes_total");
+    let _ = metrics::histogram!("regolith_states_checkpoint_seconds");
+    let _ = metrics::histogram!("regolith_states_apply_seconds");
+    let _ = metrics::counter!("regolith_states_gc_removed_total");
+    let _ = metrics::counter!("regolith_states_gc_cells_deleted_total");
+}
