@@ -1,10 +1,12 @@
 //! The fixed accounts of every generated chain (a shard, or the masterchain) and their states.
 //!
-//! Each chain has the same number of accounts for the whole chain, so states do not grow. The masterchain's
-//! accounts exist from the zerostate on, each holding the funds that mc block 1 sends to deploy one account
-//! of every shard (shard zerostates are empty, as `init` computes them); a shard account exists from the block
-//! that imports its deployment on. Every transaction changes its account (balance, last lt, storage stat), and
-//! the state's `ShardAccounts` holds the accounts as they are after the block.
+//! Each chain has the same number of accounts (`--accounts`) for the whole chain, so states do not grow once
+//! every account is deployed. The masterchain's accounts exist from the zerostate on, each holding the funds
+//! to deploy the account of its index in every shard (shard zerostates are empty, as `init` computes them),
+//! which an mc block sends: mc block 1 the first [`crate::generator::DEPLOYS_PER_MC_BLOCK`] of each shard,
+//! every next mc block the next ones. A shard account exists from the block that imports its deployment on.
+//! Every transaction changes its account (balance, last lt, storage stat), and the state's `ShardAccounts`
+//! holds the accounts as they are after the block.
 
 use tycho_types::cell::{Cell, CellBuilder, CellFamily, Lazy};
 use tycho_types::models::{

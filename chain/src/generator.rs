@@ -24,15 +24,17 @@ use crate::ChainOptions;
 
 /// Logical-time slot of one block: block k starts at `k * LT_SLOT`.
 const LT_SLOT: u64 = 1_000_000;
-/// Accounts per chain (shard or masterchain).
-const ACCOUNTS_PER_CHAIN: usize = 16;
+/// Shard accounts one mc block deploys at most, in each shard: mc block 1 deploys the first ones (in index
+/// order), every next mc block the next ones, so that a chain of many accounts has no huge mc block 1. A chain
+/// of at most this many accounts per shard is deployed whole by mc block 1.
+pub const DEPLOYS_PER_MC_BLOCK: usize = 1_000;
 /// Length of the persistent-state window (storage.md: 2^17 s).
 pub const PERSISTENT_WINDOW_BITS: u32 = 17;
 /// Milliseconds after its second at which a masterchain block is generated (shard blocks at 0).
 const MC_UTIME_MS: u16 = 500;
 /// Value of each generated message (nanotokens); a sender sends at most its balance.
 const MESSAGE_VALUE: u128 = 1_000_000;
-/// What mc block 1 sends to deploy each shard account (nanotokens).
+/// What an mc block sends to deploy each shard account (nanotokens).
 const DEPLOY_FUNDS: u128 = 1_000_000_000_000_000;
 /// What each mc account keeps after the deployments (nanotokens).
 const MC_RESERVE: u128 = 1_000_000_000_000_000;
@@ -159,15 +161,16 @@ impl Generator {
         let (_, short_hash) = vset
             .compute_mc_subset(round, shuffle)
             .ok_or_else(|| ChainError::InvalidOption("the masterchain subset is empty".into()))?;
+        let count = options.shape.accounts as usize;
         let mut mc_accounts = ChainAccounts::derive_over(
             options.shape.seed,
             ShardIdent::MASTERCHAIN,
-            ACCOUNTS_PER_CHAIN,
+            count,
             base.state
                 .load_accounts()
                 .map_err(|e| ChainError::Zerostate(format!("accounts: {e}")))?,
         )?;
-        // Each mc account deploys the same account of every shard in mc block 1.
+        // Each mc account deploys the account of its index in every shard (mc block 1 the first ones).
         let funds = MC_RESERVE + DEPLOY_FUNDS * shards.len() as u128;
         for index in 0..mc_accounts.entries.len() {
             let address = mc_accounts.address(index);
@@ -219,11 +222,7 @@ impl Generator {
             .collect::<Result<Vec<_>, ChainError>>()?;
         let mut accounts = vec![mc_accounts];
         for shard in &shards {
-            accounts.push(ChainAccounts::derive(
-                options.shape.seed,
-                *shard,
-                ACCOUNTS_PER_CHAIN,
-            )?);
+            accounts.push(ChainAccounts::derive(options.shape.seed, *shard, count)?);
         }
         let chains = accounts.len();
         Ok(Self {
@@ -286,6 +285,13 @@ impl Generator {
             return Err(mismatch(last.seqno, &generator.mc.id, last));
         }
         Ok(generator)
+    }
+
+    /// Accounts of each shard that mc blocks up to `seqno` deploy: the first ones, in index order.
+    fn deployed_by(&self, seqno: u32) -> usize {
+        (seqno as usize)
+            .saturating_mul(DEPLOYS_PER_MC_BLOCK)
+            .min(self.options.shape.accounts as usize)
     }
 
     /// The options.
@@ -397,18 +403,22 @@ impl Generator {
             let chain = 1 + shard_index;
             let mut block = BlockBuilder::new(start_lt, utime);
             self.import_inbox(chain, &mut block)?;
-            let senders: Vec<usize> = (0..self.accounts[chain].entries.len())
-                .filter(|&i| self.accounts[chain].entries[i].account.is_some())
-                .collect();
-            if !senders.is_empty() {
+            // The first `deployed` accounts of every shard: those the mc blocks before this group deployed.
+            // This block has just imported the last of them (so they send), and each shard's block of this
+            // group imports them before the next group brings what this block sends (so they receive).
+            let deployed = self.deployed_by(seqno - 1);
+            if deployed > 0 {
                 for i in 0..self.options.shape.messages as usize {
                     // Every chain in turn, this one and the masterchain included.
                     let route = (chain + 1 + (i + seqno as usize) % chains) % chains;
-                    let dst_accounts = &self.accounts[route];
-                    let dst =
-                        dst_accounts.address((i * 7 + seqno as usize) % dst_accounts.entries.len());
+                    let receivers = if route == 0 {
+                        self.accounts[0].entries.len()
+                    } else {
+                        deployed
+                    };
+                    let dst = self.accounts[route].address((i * 7 + seqno as usize) % receivers);
                     let send = Send {
-                        src: senders[i % senders.len()],
+                        src: i % deployed,
                         dst,
                         route,
                         dst_in_shard: route == chain,
@@ -527,13 +537,14 @@ impl Generator {
             });
         }
 
-        // The masterchain block: its imports, and in block 1 the deployment of every shard account.
+        // The masterchain block: its imports, and the deployment of the shard accounts of its batch.
         let start_lt = self.next_start_lt();
         let mut block = BlockBuilder::new(start_lt, utime);
         self.import_inbox(0, &mut block)?;
-        if seqno == 1 {
+        let deploys = self.deployed_by(seqno - 1)..self.deployed_by(seqno);
+        if !deploys.is_empty() {
             for chain in 1..chains {
-                for index in 0..self.accounts[chain].entries.len() {
+                for index in deploys.clone() {
                     let dst = self.accounts[chain].address(index);
                     let send = Send {
                         src: index % self.accounts[0].entries.len(),

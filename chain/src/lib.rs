@@ -4,7 +4,8 @@
 //! - [`zerostate`]: the generated mc zerostate (the base zerostate's config with the generated validator set
 //!   and shards, each shard at its empty zerostate);
 //! - `accounts`: the fixed accounts of every chain and their states (mc accounts from the zerostate on, shard
-//!   accounts deployed by mc block 1);
+//!   accounts deployed from mc block 1 on, at most [`generator::DEPLOYS_PER_MC_BLOCK`] of each shard per mc
+//!   block);
 //! - [`messages`]: a block's transactions: imports from the queue (`InMsgDescr`, dequeues) and new internal
 //!   messages (`OutMsgDescr`), account blocks and the value they move;
 //! - [`generator`]: the chain builder (blocks, states and their Merkle updates, queue diffs, key blocks and
@@ -56,6 +57,21 @@ pub struct ChainShape {
     pub rotate_every: u32,
     /// Every P-th key block starts a new persistent-state window.
     pub persistent_every: u32,
+    /// Accounts per chain (the masterchain and each shard). A manifest or `live.json` without it means
+    /// [`DEFAULT_ACCOUNTS`].
+    #[serde(default = "default_accounts")]
+    pub accounts: u32,
+}
+
+/// Accounts per chain when the shape does not say.
+pub const DEFAULT_ACCOUNTS: u32 = 16;
+/// Accounts per chain at most. The generator keeps every account of every chain in memory, about 2.4 KB each
+/// (peak RSS 1.8 GB with 250,000 accounts in the masterchain and each of 2 shards), so a million with 8 shards
+/// needs some 20 GB.
+pub const MAX_ACCOUNTS: u32 = 1_000_000;
+
+fn default_accounts() -> u32 {
+    DEFAULT_ACCOUNTS
 }
 
 impl Default for ChainShape {
@@ -69,6 +85,7 @@ impl Default for ChainShape {
             validators: 7,
             rotate_every: 3,
             persistent_every: 2,
+            accounts: DEFAULT_ACCOUNTS,
         }
     }
 }
@@ -97,6 +114,15 @@ impl ChainShape {
         }
         if self.validators == 0 {
             return bad("--validators must be at least 1");
+        }
+        // Each mc account funds the deployment of the account of the same index in every shard, so there are
+        // always enough funds: both chains have `accounts` accounts.
+        if self.accounts == 0 || self.accounts > MAX_ACCOUNTS {
+            return Err(ChainError::InvalidOption(format!(
+                "--accounts must be 1..={MAX_ACCOUNTS} (accounts per chain: the masterchain and each \
+                 shard), not {}",
+                self.accounts
+            )));
         }
         if self.messages > 100_000 {
             return bad("--messages must be at most 100000 per shard block");
@@ -219,6 +245,7 @@ mod tests {
                 validators: 4,
                 rotate_every: 2,
                 persistent_every: 2,
+                ..ChainShape::default()
             },
         }
     }
@@ -269,6 +296,40 @@ mod tests {
             );
         }
         out
+    }
+
+    #[test]
+    fn a_shape_without_accounts_means_the_default_16() {
+        let mut json = serde_json::to_value(options()).unwrap();
+        assert_eq!(json["accounts"], 16);
+        json.as_object_mut().unwrap().remove("accounts");
+        let parsed: ChainOptions = serde_json::from_value(json).unwrap();
+        assert_eq!(parsed.shape, options().shape);
+        let shape: ChainShape = serde_json::from_str(
+            r#"{"seed": 0, "shards": 2, "messages": 1, "message_bytes": 10, "key_block_every": 10,
+                "validators": 3, "rotate_every": 2, "persistent_every": 2}"#,
+        )
+        .unwrap();
+        assert_eq!(shape.accounts, DEFAULT_ACCOUNTS);
+    }
+
+    #[test]
+    fn accounts_must_be_1_to_a_million() {
+        let with = |accounts| ChainShape {
+            accounts,
+            ..ChainShape::default()
+        };
+        for accounts in [1, 16, MAX_ACCOUNTS] {
+            with(accounts).validate().unwrap();
+        }
+        for accounts in [0, MAX_ACCOUNTS + 1] {
+            match with(accounts).validate() {
+                Err(ChainError::InvalidOption(why)) => {
+                    assert!(why.contains("--accounts must be 1..=1000000"), "{why}");
+                }
+                other => panic!("--accounts {accounts}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use bytes::Bytes;
+use regolith_chain::generator::DEPLOYS_PER_MC_BLOCK;
 use regolith_chain::{generate, ChainOptions, ChainShape, Generator};
 use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
 use regolith_formats::{BlockId, CheckedBlock, ParsedProof, ProofChecker, Proven, ZerostateConfig};
@@ -23,6 +24,7 @@ fn small() -> ChainOptions {
             validators: 5,
             rotate_every: 2,
             persistent_every: 2,
+            ..ChainShape::default()
         },
     }
 }
@@ -348,10 +350,12 @@ fn a_state_update_holds_only_the_changed_paths() {
 /// - each new message (`OutMsg::New`) is created by a transaction of its source account in this block;
 /// - the value flow balances, starts at the previous state's balance and ends at the new one's, and moves
 ///   exactly the value of the imported and the new messages;
-/// - the state's accounts are the fixed set; every account a block touches ends with the hash and last
+/// - the state's accounts are the deployed ones (the mc accounts from the zerostate on, the shard accounts of
+///   the mc blocks before the block's group); every account a block touches ends with the hash and last
 ///   transaction its account block and transactions name, and transactions chain by prev_trans_hash/lt.
-#[test]
-fn blocks_import_what_the_queue_owes_them_and_their_values_balance() {
+///
+/// Returns the imports, the dequeues and the deployments it saw.
+fn follow_and_check(options: &ChainOptions) -> (usize, usize, usize) {
     use std::collections::{BTreeMap, BTreeSet};
     use tycho_types::boc::Boc;
     use tycho_types::cell::{Cell, HashBytes};
@@ -359,18 +363,7 @@ fn blocks_import_what_the_queue_owes_them_and_their_values_balance() {
         Block, InMsg, IntAddr, MsgInfo, OutMsg, ShardIdent, ShardStateUnsplit, Transaction,
     };
 
-    let options = ChainOptions {
-        mc_blocks: 24,
-        shape: ChainShape {
-            shards: 2,
-            messages: 7,
-            message_bytes: 40,
-            key_block_every: 8,
-            rotate_every: 2,
-            ..small().shape
-        },
-        ..small()
-    };
+    let accounts_per_chain = options.shape.accounts as usize;
     let mut generator = Generator::new(options.clone(), &fixture_bytes("zerostate.boc")).unwrap();
     let mut states: HashMap<ShardIdent, Cell> = HashMap::new();
     states.insert(ShardIdent::MASTERCHAIN, generator.mc_state_root().clone());
@@ -391,7 +384,7 @@ fn blocks_import_what_the_queue_owes_them_and_their_values_balance() {
         let state = root.parse::<ShardStateUnsplit>().unwrap();
         state.load_accounts().unwrap().keys().count()
     };
-    let mc_base_accounts = account_count(generator.mc_state_root()) - 16;
+    let mc_base_accounts = account_count(generator.mc_state_root()) - accounts_per_chain;
 
     // Sent and not yet imported, by destination shard: key -> source shard.
     let mut owed: HashMap<ShardIdent, BTreeMap<(u64, HashBytes), ShardIdent>> = HashMap::new();
@@ -574,11 +567,9 @@ fn blocks_import_what_the_queue_owes_them_and_their_values_balance() {
 
             // Accounts and their transactions.
             let expected = if shard.is_masterchain() {
-                mc_base_accounts + 16
-            } else if group.mc.seqno == 1 {
-                0
+                mc_base_accounts + accounts_per_chain
             } else {
-                16
+                (DEPLOYS_PER_MC_BLOCK * (group.mc.seqno as usize - 1)).min(accounts_per_chain)
             };
             assert_eq!(
                 accounts.keys().count(),
@@ -620,7 +611,68 @@ fn blocks_import_what_the_queue_owes_them_and_their_values_balance() {
             states.insert(shard, new_root);
         }
     }
+    (imports, dequeues, deploys)
+}
+
+#[test]
+fn blocks_import_what_the_queue_owes_them_and_their_values_balance() {
+    let options = ChainOptions {
+        mc_blocks: 24,
+        shape: ChainShape {
+            shards: 2,
+            messages: 7,
+            message_bytes: 40,
+            key_block_every: 8,
+            rotate_every: 2,
+            ..small().shape
+        },
+        ..small()
+    };
+    let (imports, dequeues, deploys) = follow_and_check(&options);
     assert_eq!(deploys, 32, "mc block 1 deploys every shard account");
     assert!(dequeues > 0, "no block dequeued a message of its own shard");
     assert!(imports > 24 * 7, "only {imports} imports");
+}
+
+/// One account per chain: it sends every message of its shard and receives every one sent to its chain.
+#[test]
+fn a_chain_of_one_account_per_chain_balances() {
+    let options = ChainOptions {
+        mc_blocks: 6,
+        shape: ChainShape {
+            messages: 4,
+            key_block_every: 3,
+            accounts: 1,
+            ..small().shape
+        },
+        ..small()
+    };
+    let (imports, _, deploys) = follow_and_check(&options);
+    assert_eq!(deploys, 2);
+    assert!(imports >= deploys + 4 * 2 * 4, "only {imports} imports");
+}
+
+/// More accounts than one mc block deploys: mc blocks 1, 2 and 3 deploy them in batches, the shard blocks
+/// send from and to deployed accounts only, and every block passes the checks of [`follow_and_check`].
+#[test]
+fn accounts_beyond_one_mc_block_are_deployed_over_several_and_every_block_balances() {
+    let accounts = 2 * DEPLOYS_PER_MC_BLOCK + 300;
+    let options = ChainOptions {
+        mc_blocks: 6,
+        shape: ChainShape {
+            shards: 2,
+            messages: 40,
+            message_bytes: 40,
+            key_block_every: 4,
+            rotate_every: 2,
+            accounts: accounts as u32,
+            ..small().shape
+        },
+        ..small()
+    };
+    let (imports, dequeues, deploys) = follow_and_check(&options);
+    assert_eq!(deploys, 2 * accounts, "every shard account is deployed");
+    assert!(dequeues > 0, "no block dequeued a message of its own shard");
+    // The deployments, and the messages of the shard blocks of mc blocks 2..=5.
+    assert!(imports >= deploys + 4 * 2 * 40, "only {imports} imports");
 }

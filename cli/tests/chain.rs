@@ -269,6 +269,7 @@ fn rotating_chain(
             validators: 5,
             rotate_every: 2,
             persistent_every: 2,
+            accounts: 16,
             seed: 5,
         },
         mc_blocks_per_archive: 100,

@@ -71,6 +71,9 @@ pub struct ChainShapeArgs {
     /// Every P-th key block starts a new persistent-state window.
     #[arg(long, default_value_t = 2)]
     pub persistent_every: u32,
+    /// Accounts per chain (masterchain and each shard).
+    #[arg(long, default_value_t = 16)]
+    pub accounts: u32,
     /// The seed of every key, account and message.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -88,6 +91,7 @@ impl ChainShapeArgs {
             validators: self.validators,
             rotate_every: self.rotate_every,
             persistent_every: self.persistent_every,
+            accounts: self.accounts,
         }
     }
 
