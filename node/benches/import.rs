@@ -48,7 +48,10 @@ fn import(c: &mut Criterion) {
     g.sample_size(10);
     g.measurement_time(Duration::from_secs(20));
     for (name, verify_proofs) in [("verify_on", true), ("verify_off", false)] {
-        let options = ImportOptions { verify_proofs };
+        let options = ImportOptions {
+            verify_proofs,
+            ..Default::default()
+        };
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;

@@ -72,6 +72,9 @@ pub struct NodeConfig {
     /// Local HTTP address of the API (`POST /v1/messages`); `null` turns it off.
     #[serde(default)]
     pub api_address: Option<SocketAddr>,
+    /// How the shard states are kept: checkpoints and states GC (state.md §7.3, §7.5).
+    #[serde(default)]
+    pub states: regolith_state::StatesConfig,
     /// How a node with only the zerostate gets its first applied mc block (`run --boot` overrides it).
     #[serde(default)]
     pub boot: crate::boot::cold_boot::BootConfig,
@@ -146,6 +149,7 @@ impl NodeConfig {
             public_overlay_client: PublicOverlayClientConfig::default(),
             s3_client: None,
             sync: Default::default(),
+            states: Default::default(),
             boot: Default::default(),
             api_address: None,
         }
@@ -174,6 +178,7 @@ impl NodeConfig {
         regolith_rpc::config::validate(&self.blockchain_rpc_service, self.s3_client.as_ref())?;
         anyhow::ensure!(!self.peer_info_ttl.is_zero(), "peer_info_ttl must not be 0");
         self.storage.validate()?;
+        self.states.validate()?;
         Ok(())
     }
 }

@@ -169,6 +169,12 @@ impl LiveProducer {
         })
     }
 
+    /// Keeps the shard states as `node.json` `states` says.
+    pub fn with_states(mut self, config: &regolith_state::StatesConfig) -> Self {
+        self.pipeline.set_states_config(config.clone());
+        self
+    }
+
     /// Rebuilds the generator, then makes a block per interval until `stop` turns true. An error ends it: a
     /// replay that does not give the stored chain, or a block the pipeline refuses.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<()> {

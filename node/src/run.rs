@@ -324,7 +324,8 @@ pub async fn run(
     // A live node makes its own chain (live.json); any other node follows its peers.
     let mut task = match live {
         Some(live) => {
-            let producer = crate::live::LiveProducer::new(live, data, &storage, &queue)?;
+            let producer = crate::live::LiveProducer::new(live, data, &storage, &queue)?
+                .with_states(&node_config.states);
             tokio::spawn(producer.run(stop_rx))
         }
         None => {
@@ -340,7 +341,8 @@ pub async fn run(
                 data.root.clone(),
             );
             let sync = crate::sync::Sync::new(storage.clone(), queue.clone(), client, &data.root)?
-                .with_config(&node_config.sync);
+                .with_config(&node_config.sync)
+                .with_states(&node_config.states);
             tokio::spawn(async move {
                 if boot {
                     // A boot that fails (no neighbour could prove a key block or serve a state that

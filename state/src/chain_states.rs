@@ -160,8 +160,8 @@ impl ChainStates {
     }
 }
 
-/// The top shard blocks that the mc state `root` of block `mc` lists.
-pub(crate) fn top_shard_blocks(mc: &BlockId, root: &Cell) -> Result<Vec<BlockId>, StateError> {
+/// The top shard blocks that the mc state `root` of block `mc` lists, in shard order.
+pub fn top_shard_blocks(mc: &BlockId, root: &Cell) -> Result<Vec<BlockId>, StateError> {
     let bad = |what: &str, e: tycho_types::error::Error| {
         StateError::Inconsistent(format!("the state of mc block {mc}: {what}: {e}"))
     };

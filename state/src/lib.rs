@@ -17,7 +17,7 @@ pub mod gc;
 mod store;
 mod stored_cell;
 
-pub use chain_states::{ChainState, ChainStates};
+pub use chain_states::{top_shard_blocks, ChainState, ChainStates};
 pub use check::CheckReport;
 pub use config::StatesConfig;
 pub use error::StateError;

@@ -228,13 +228,19 @@ impl Storage {
         .map_err(|e| StorageError::Inconsistent(format!("block GC task failed: {e}")))?
     }
 
-    /// Removes outdated blocks below `target`, clamped so that no uncommitted archive loses a block (§9.1).
+    /// Removes outdated blocks below `target`, clamped so that no uncommitted archive loses a block (§9.1) and
+    /// no block after the state checkpoint goes.
     pub async fn remove_outdated_blocks(&self, target: u32) -> Result<BlockGcStats> {
         let mut target = target;
         if self.0.config.archives.enabled {
             if let Some(x) = self.0.archives.first_uncommitted_archive_id() {
                 target = target.min(x.saturating_sub(1));
             }
+        }
+        // The blocks after the state checkpoint are what a restart applies again to restore the states
+        // (state.md §7.3).
+        if let Some(checkpoint) = self.0.cells.checkpoint()? {
+            target = target.min(checkpoint.seqno);
         }
         if target == 0 {
             return Ok(BlockGcStats::default());

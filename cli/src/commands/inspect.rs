@@ -30,6 +30,12 @@ enum InspectCommand {
     },
     /// The persistent states the node serves (the state index).
     States,
+    /// The stored shard states: the checkpoint, every stored root, and the cells and bytes under them.
+    State {
+        /// Also check every reference count (state.md §7.7.1); a wrong one is reported and fails the command.
+        #[arg(long)]
+        check: bool,
+    },
     /// The key-block index.
     KeyBlocks,
     /// Archives and their state.
@@ -69,6 +75,14 @@ pub async fn run(data: &DataDir, args: InspectArgs) -> Result<()> {
         InspectCommand::Block { block: which } => block(&storage, &which).await?,
         InspectCommand::KeyBlocks => key_blocks(&storage)?,
         InspectCommand::States => states(&storage)?,
+        InspectCommand::State { check } => {
+            let value = shard_states(&storage, check)?;
+            if let Some(mismatch) = value["check"]["first_mismatch"].as_str() {
+                print(&value, json);
+                bail!("the stored states are damaged: {mismatch}");
+            }
+            value
+        }
         InspectCommand::Archives => archives(&storage)?,
         InspectCommand::Summary { digest } => {
             let mut value = summary(&storage)?;
@@ -179,6 +193,41 @@ pub fn states(storage: &Storage) -> Result<Value> {
         }));
     }
     Ok(Value::Array(out))
+}
+
+/// `inspect state [--check]`.
+pub fn shard_states(storage: &Storage, check: bool) -> Result<Value> {
+    let cells = storage.cells();
+    let roots: Vec<Value> = cells
+        .state_roots()?
+        .iter()
+        .map(|(id, root)| json!({"block": id.to_string(), "root": root.to_string()}))
+        .collect();
+    let mut value = json!({
+        "checkpoint": cells.checkpoint()?.map(|id| id.to_string()),
+        "states": roots,
+    });
+    if check {
+        let report = regolith_state::check::check(cells)?;
+        value["cells"] = report.cells.into();
+        value["cell_bytes"] = report.cell_bytes.into();
+        value["counted_cells"] = report.counted_cells.into();
+        value["check"] = json!({
+            "ok": report.first_mismatch.is_none(),
+            "first_mismatch": report.first_mismatch,
+        });
+    } else {
+        let (mut count, mut bytes) = (0u64, 0u64);
+        cells.for_each_cell(|_, body| {
+            count += 1;
+            bytes += body.len() as u64;
+            Ok(true)
+        })?;
+        value["cells"] = count.into();
+        value["cell_bytes"] = bytes.into();
+        value["counted_cells"] = cells.ref_count_rows()?.len().into();
+    }
+    Ok(value)
 }
 
 fn state_kind_name(kind: StateKind) -> &'static str {

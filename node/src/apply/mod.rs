@@ -17,6 +17,7 @@ pub mod archive;
 mod group;
 pub mod group_commit;
 pub mod import;
+mod states;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -97,12 +98,15 @@ pub struct ImportReport {
 pub struct ImportOptions {
     /// Verify block proofs before storing blocks. Always on, except in the benchmark that measures its cost.
     pub verify_proofs: bool,
+    /// How the shard states are kept (checkpoints, states GC).
+    pub states: regolith_state::StatesConfig,
 }
 
 impl Default for ImportOptions {
     fn default() -> Self {
         Self {
             verify_proofs: true,
+            states: Default::default(),
         }
     }
 }
@@ -129,6 +133,8 @@ pub struct Pipeline {
     /// The top shard blocks of the last mc block this pipeline applied, so that the next archive does not
     /// parse that block again to learn them.
     applied_tops: Option<(BlockId, Tops)>,
+    /// The newest shard states.
+    states: states::PipelineStates,
 }
 
 impl Pipeline {
@@ -149,7 +155,20 @@ impl Pipeline {
             chain: group::DiffChain::default(),
             verified_mc: None,
             applied_tops: None,
+            states: states::PipelineStates::new(storage, options.states.clone()),
         })
+    }
+
+    /// Keeps the shard states as `config` says from now on.
+    pub fn set_states_config(&mut self, config: regolith_state::StatesConfig) {
+        self.states.set_config(config);
+    }
+
+    /// Restores the newest shard states now (they are restored at the first group otherwise): the last
+    /// checkpoint's, advanced by the stored blocks after it.
+    pub async fn restore_states(&mut self) -> Result<(), ApplyError> {
+        let last = self.last_applied()?;
+        self.states.restore(&self.storage, &last).await.map(drop)
     }
 
     /// The last applied mc block.
@@ -373,13 +392,17 @@ impl Pipeline {
         progress: &Progress,
     ) -> Result<u64, ApplyError> {
         self.check_group(group, last, origin).await?;
+        let states = self
+            .states
+            .apply_group(&self.storage, group, last, origin)
+            .await?;
         let mut bytes = 0;
         for block in group.in_order() {
             self.store_block(block, group, origin).await?;
             bytes += block.data().len() as u64;
             progress.advance(1, block.data().len() as u64);
         }
-        self.finish_group(group, committer)?;
+        self.finish_group(group, committer, states)?;
         Ok(bytes)
     }
 
@@ -438,17 +461,16 @@ impl Pipeline {
         Ok(())
     }
 
-    /// The last write of a group: the last applied mc block. The group commit then makes the group durable
-    /// and commits the queue on it while the next group is written: a crash in between is repaired at the
-    /// next start (queue.md §5.4), never the other way round.
+    /// The last write of a group: the last applied mc block, in one batch with the states at a checkpoint.
+    /// The group commit then makes the group durable and commits the queue on it while the next group is
+    /// written: a crash in between is repaired at the next start (queue.md §5.4), never the other way round.
     fn finish_group(
         &mut self,
         group: &Group,
         committer: &GroupCommitter,
+        states: states::AppliedStates,
     ) -> Result<(), ApplyError> {
-        self.storage
-            .node_state()
-            .store_last_mc_block_id(group.mc_id())?;
+        self.states.finish_group(&self.storage, group, states)?;
         crate::crash::point("mc-block-applied");
         committer.submit(&group.mc).map_err(ApplyError::Local)?;
         self.chain.applied(group);

@@ -195,6 +195,12 @@ impl Sync {
         })
     }
 
+    /// Keeps the shard states as `node.json` `states` says.
+    pub fn with_states(mut self, config: &regolith_state::StatesConfig) -> Self {
+        self.pipeline.set_states_config(config.clone());
+        self
+    }
+
     /// Applies `node.json` `sync`.
     pub fn with_config(mut self, config: &SyncConfig) -> Self {
         self.use_archives = config.archives;

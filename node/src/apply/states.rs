@@ -1,0 +1,349 @@
+//! The pipeline's shard states (state.md §7.2–§7.3): the newest state of every chain, kept in memory and
+//! advanced by each group's blocks before anything of the group is stored, stored at checkpoints in the batch
+//! that makes the group the last applied one, and restored at start from the last checkpoint by applying the
+//! stored blocks after it again.
+//!
+//! A data directory without a checkpoint (its states were never stored: made by an older build, or not yet
+//! initialised with cells) gets one from the persistent states of its first block, the zerostate or the boot
+//! block of a cold boot, which `init` and the cold boot keep as files.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{anyhow, Context};
+use regolith_formats::{BlockId, ParsedBlock};
+use regolith_state::{gc, ChainStates, StateError, StateStore, StatesConfig};
+use regolith_storage::{BlockHandle, StateKind, Storage};
+use tycho_types::cell::Cell;
+
+use super::{ApplyError, Group};
+
+/// A decompressed persistent state read to restore the states may not exceed this.
+const MAX_STATE_BYTES: u64 = 4 << 30;
+
+/// The states of one pipeline.
+pub(crate) struct PipelineStates {
+    store: StateStore,
+    config: StatesConfig,
+    /// `None` until restored (at the first group, or by [`Self::restore`]).
+    states: Option<ChainStates>,
+}
+
+/// A group's states, applied but not yet the pipeline's.
+pub(crate) struct AppliedStates(ChainStates);
+
+impl PipelineStates {
+    pub(crate) fn new(storage: &Storage, config: StatesConfig) -> Self {
+        Self {
+            store: StateStore::new(storage),
+            config,
+            states: None,
+        }
+    }
+
+    pub(crate) fn set_config(&mut self, config: StatesConfig) {
+        self.config = config;
+    }
+
+    /// The newest states, restored first if they are not in memory yet: the last checkpoint's, advanced by
+    /// the stored blocks after it up to `last`, the last applied mc block.
+    pub(crate) async fn restore(
+        &mut self,
+        storage: &Storage,
+        last: &BlockId,
+    ) -> Result<&ChainStates, ApplyError> {
+        if self.states.as_ref().is_some_and(|s| s.mc().id == *last) {
+            return Ok(self.states.as_ref().expect("checked"));
+        }
+        let checkpoint = match storage.cells().checkpoint()? {
+            Some(checkpoint) => checkpoint,
+            None => self.store_first_states(storage).await?,
+        };
+        let mut states = ChainStates::load(&self.store, &checkpoint).map_err(local)?;
+        if last.seqno > checkpoint.seqno {
+            let started = Instant::now();
+            tracing::info!(
+                from = checkpoint.seqno + 1,
+                to = last.seqno,
+                "re-applying the stored blocks after the last state checkpoint"
+            );
+            for seqno in checkpoint.seqno + 1..=last.seqno {
+                let blocks = stored_group(storage, seqno, &states).await?;
+                for block in &blocks {
+                    apply_block(&self.store, &mut states, block).map_err(local)?;
+                }
+            }
+            tracing::info!(
+                blocks = last.seqno - checkpoint.seqno,
+                seconds = started.elapsed().as_secs_f64(),
+                "the states are restored"
+            );
+        }
+        if states.mc().id != *last {
+            return Err(local(StateError::Inconsistent(format!(
+                "the states reached mc block {}, but the last applied mc block is {last}",
+                states.mc().id
+            ))));
+        }
+        self.states = Some(states);
+        Ok(self.states.as_ref().expect("just set"))
+    }
+
+    /// Applies every block of `group` to a copy of the newest states: nothing is stored, and the pipeline's
+    /// states move only at [`Self::finish_group`].
+    pub(crate) async fn apply_group(
+        &mut self,
+        storage: &Storage,
+        group: &Group,
+        last: &BlockId,
+        origin: &str,
+    ) -> Result<AppliedStates, ApplyError> {
+        let mut states = self.restore(storage, last).await?.clone();
+        for block in group.in_order() {
+            let started = Instant::now();
+            apply_block(&self.store, &mut states, block.parsed()).map_err(|e| {
+                let invalid = e.is_invalid_block();
+                let e = anyhow::Error::new(e).context(format!(
+                    "{origin}: block {}: the state update was refused, nothing of its group is stored",
+                    block.id()
+                ));
+                if invalid {
+                    ApplyError::Invalid(e)
+                } else {
+                    ApplyError::Local(e)
+                }
+            })?;
+            metrics::histogram!("regolith_states_apply_seconds")
+                .record(started.elapsed().as_secs_f64());
+        }
+        Ok(AppliedStates(states))
+    }
+
+    /// Makes `applied` (the states after `group`) the newest states and the group the last applied one: at a
+    /// checkpoint, one batch stores the states with the last applied mc block, then unkept states go;
+    /// otherwise only the last applied mc block is written.
+    pub(crate) fn finish_group(
+        &mut self,
+        storage: &Storage,
+        group: &Group,
+        applied: AppliedStates,
+    ) -> Result<(), ApplyError> {
+        let mut states = applied.0;
+        let mc = *group.mc_id();
+        if !self
+            .config
+            .is_checkpoint(mc.seqno, group.mc.is_key_block(), states.fresh_cells())
+        {
+            storage.node_state().store_last_mc_block_id(&mc)?;
+            self.states = Some(states);
+            return Ok(());
+        }
+        self.checkpoint(storage, &mut states, true)?;
+        self.states = Some(states);
+        Ok(())
+    }
+
+    /// Stores `states` as a checkpoint (with the last applied mc block when `as_last_applied`), reads them
+    /// back, and removes the states GC does not keep.
+    fn checkpoint(
+        &self,
+        storage: &Storage,
+        states: &mut ChainStates,
+        as_last_applied: bool,
+    ) -> Result<(), ApplyError> {
+        let mc = states.mc().id;
+        let mut all = Vec::with_capacity(states.shards().len() + 1);
+        for state in std::iter::once(states.mc()).chain(states.shards()) {
+            all.push((handle(storage, &state.id)?, state.root.clone()));
+        }
+        let written = self
+            .store
+            .write_states(&all, &format!("mc block {mc}"), |batch| {
+                batch.put_checkpoint(&mc);
+                if as_last_applied {
+                    batch.put_last_mc_block(&mc);
+                }
+            })
+            .map_err(local)?;
+        crate::crash::point("state-checkpoint-written");
+        metrics::counter!("regolith_states_checkpoints_total").increment(1);
+        metrics::counter!("regolith_states_cells_stored_total").increment(written.new_cells);
+        metrics::counter!("regolith_states_checkpoint_bytes_total").increment(written.bytes);
+        metrics::histogram!("regolith_states_checkpoint_seconds").record(written.seconds);
+        tracing::debug!(
+            mc = mc.seqno,
+            new_cells = written.new_cells,
+            bytes = written.bytes,
+            seconds = written.seconds,
+            "states stored"
+        );
+        states.reload(&self.store).map_err(local)?;
+        let keep = self.config.keep_checkpoints.max(1) as usize;
+        let removed = gc::collect(&self.store, storage, keep).map_err(local)?;
+        if removed.removed_states > 0 {
+            tracing::debug!(
+                removed = removed.removed_states,
+                cells = removed.deleted_cells,
+                "states GC"
+            );
+        }
+        Ok(())
+    }
+
+    /// Stores the states of the node's first block (the zerostate, or a cold boot's block) from its
+    /// persistent state files as the first checkpoint.
+    async fn store_first_states(&self, storage: &Storage) -> Result<BlockId, ApplyError> {
+        let first = storage
+            .node_state()
+            .load_init_mc_block_id()?
+            .ok_or_else(|| {
+                local_msg("the data directory has no first mc block (was it initialised?)")
+            })?;
+        tracing::info!(block = %first, "storing the states of the first mc block");
+        let mc_root = read_state_file(storage, &first).await?;
+        let tops = regolith_state::top_shard_blocks(&first, &mc_root).map_err(local)?;
+        let mut states = vec![(handle(storage, &first)?, mc_root)];
+        for top in &tops {
+            states.push((handle(storage, top)?, read_state_file(storage, top).await?));
+        }
+        let written = self
+            .store
+            .write_states(&states, &format!("the first mc block {first}"), |batch| {
+                batch.put_checkpoint(&first);
+            })
+            .map_err(local)?;
+        tracing::info!(
+            block = %first,
+            cells = written.new_cells,
+            bytes = written.bytes,
+            "stored the states of the first mc block"
+        );
+        Ok(first)
+    }
+}
+
+/// Applies the state update of one block.
+fn apply_block(
+    store: &StateStore,
+    states: &mut ChainStates,
+    block: &ParsedBlock,
+) -> Result<(), StateError> {
+    let id = &block.id;
+    let update = block
+        .block
+        .load_state_update()
+        .map_err(|e| StateError::InvalidUpdate {
+            block: Box::new(*id),
+            reason: format!("its state update does not parse: {e}"),
+        })?;
+    let prev = block.prev_ids().map_err(|e| StateError::InvalidUpdate {
+        block: Box::new(*id),
+        reason: e.to_string(),
+    })?;
+    states.apply(store, id, &prev, &update)
+}
+
+/// The stored blocks of mc block `seqno`'s group, in apply order: the shard blocks after the tops of
+/// `states` up to the mc block's top shard blocks (by seqno), then the mc block.
+async fn stored_group(
+    storage: &Storage,
+    seqno: u32,
+    states: &ChainStates,
+) -> Result<Vec<Arc<ParsedBlock>>, ApplyError> {
+    let missing = |what: String| {
+        local_msg(&format!(
+            "cannot restore the states: {what} is not stored (block GC removed it, or the data directory is \
+             damaged); a fresh data directory with a cold boot is needed"
+        ))
+    };
+    let mc = storage
+        .components()
+        .find_mc_block_data(seqno)?
+        .ok_or_else(|| missing(format!("mc block {seqno}")))?;
+    let mc = Arc::new(mc);
+    let mut shard_blocks: Vec<Arc<ParsedBlock>> = Vec::new();
+    let mut pending = mc
+        .top_shard_blocks()
+        .map_err(|e| ApplyError::Local(e.into()))?;
+    while let Some(id) = pending.pop() {
+        let applied = states
+            .shards()
+            .iter()
+            .any(|s| s.id.shard == id.shard && s.id.seqno >= id.seqno);
+        if applied || shard_blocks.iter().any(|b| b.id == id) {
+            continue;
+        }
+        let handle = storage
+            .handles()
+            .load_handle(&id)?
+            .filter(BlockHandle::has_data)
+            .ok_or_else(|| missing(format!("shard block {id}")))?;
+        let block = storage.components().load_block_data(&handle).await?;
+        pending.extend(block.prev_ids().map_err(|e| ApplyError::Local(e.into()))?);
+        shard_blocks.push(block);
+    }
+    shard_blocks.sort_by_key(|b| (b.id.seqno, b.id.shard.workchain(), b.id.shard.prefix()));
+    shard_blocks.push(mc);
+    Ok(shard_blocks)
+}
+
+/// The handle of a block whose state is stored.
+fn handle(storage: &Storage, id: &BlockId) -> Result<BlockHandle, ApplyError> {
+    storage.handles().load_handle(id)?.ok_or_else(|| {
+        local_msg(&format!(
+            "block {id} has no handle, its state cannot be stored"
+        ))
+    })
+}
+
+/// The root of the persistent shard state file of block `id`, checked against the block (its root hash for
+/// a zerostate, its state update's new hash otherwise).
+async fn read_state_file(storage: &Storage, id: &BlockId) -> Result<Cell, ApplyError> {
+    let states = storage.persistent_states();
+    let record = states.get(id, StateKind::Shard)?.ok_or_else(|| {
+        local_msg(&format!(
+            "the data directory has no state checkpoint and no persistent state of block {id} to start \
+             the states from; a fresh data directory is needed"
+        ))
+    })?;
+    let path = states
+        .file_path(&record, regolith_storage::StatePart::Unsplit)
+        .ok_or_else(|| local_msg(&format!("the persistent state of {id} is split")))?;
+    let expected = if id.seqno == 0 {
+        id.root_hash
+    } else {
+        let handle = handle(storage, id)?;
+        let block = storage.components().load_block_data(&handle).await?;
+        block
+            .block
+            .load_state_update()
+            .map_err(|e| ApplyError::Local(anyhow!("block {id}: its state update: {e}")))?
+            .new_hash
+    };
+    let root = tokio::task::spawn_blocking(move || -> anyhow::Result<Cell> {
+        let compressed =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let raw =
+            crate::boot::queue_state::decompress_bounded(&path, &compressed, MAX_STATE_BYTES)?;
+        tycho_types::boc::Boc::decode(&raw)
+            .map_err(|e| anyhow!("{} is not a BOC: {e}", path.display()))
+    })
+    .await
+    .map_err(|e| local_msg(&format!("reading a state: {e}")))?
+    .map_err(ApplyError::Local)?;
+    if *root.repr_hash() != expected {
+        return Err(local_msg(&format!(
+            "the persistent state of {id} has root {}, the block's state is {expected}",
+            root.repr_hash()
+        )));
+    }
+    Ok(root)
+}
+
+fn local(e: StateError) -> ApplyError {
+    ApplyError::Local(e.into())
+}
+
+fn local_msg(message: &str) -> ApplyError {
+    ApplyError::Local(anyhow!("{message}"))
+}
