@@ -55,6 +55,15 @@ impl std::fmt::Display for ApplyError {
 }
 
 impl ApplyError {
+    /// `Invalid` when the input is to blame, `Local` otherwise.
+    pub(crate) fn blaming(input_is_to_blame: bool, e: anyhow::Error) -> Self {
+        if input_is_to_blame {
+            Self::Invalid(e)
+        } else {
+            Self::Local(e)
+        }
+    }
+
     /// Whether the input is to blame.
     pub fn is_invalid(&self) -> bool {
         matches!(self, Self::Invalid(_))
@@ -208,15 +217,13 @@ impl Pipeline {
             .map_err(|e| {
                 let invalid = e.downcast_ref::<ProofError>().is_some()
                     || e.downcast_ref::<regolith_formats::BlockError>().is_some();
-                let e = e.context(format!(
-                    "{origin}: block {}: proof rejected, nothing of it is stored",
-                    block.id()
-                ));
-                if invalid {
-                    ApplyError::Invalid(e)
-                } else {
-                    ApplyError::Local(e)
-                }
+                ApplyError::blaming(
+                    invalid,
+                    e.context(format!(
+                        "{origin}: block {}: proof rejected, nothing of it is stored",
+                        block.id()
+                    )),
+                )
             })
     }
 

@@ -102,16 +102,13 @@ impl PipelineStates {
         for block in group.in_order() {
             let started = Instant::now();
             apply_block(&self.store, &mut states, block.parsed()).map_err(|e| {
-                let invalid = e.is_invalid_block();
-                let e = anyhow::Error::new(e).context(format!(
-                    "{origin}: block {}: the state update was refused, nothing of its group is stored",
-                    block.id()
-                ));
-                if invalid {
-                    ApplyError::Invalid(e)
-                } else {
-                    ApplyError::Local(e)
-                }
+                ApplyError::blaming(
+                    e.is_invalid_block(),
+                    anyhow::Error::new(e).context(format!(
+                        "{origin}: block {}: the state update was refused, nothing of its group is stored",
+                        block.id()
+                    )),
+                )
             })?;
             metrics::histogram!("regolith_states_apply_seconds")
                 .record(started.elapsed().as_secs_f64());
