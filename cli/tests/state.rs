@@ -72,6 +72,13 @@ fn checked_states(data: &Path) -> Value {
     value
 }
 
+fn state_kind(kind: StateKind) -> &'static str {
+    match kind {
+        StateKind::Shard => "shard",
+        StateKind::Queue => "queue",
+    }
+}
+
 #[test]
 fn imported_states_are_exact_equal_to_the_generators_and_survive_crashes_at_and_between_checkpoints(
 ) {
@@ -124,6 +131,55 @@ fn imported_states_are_exact_equal_to_the_generators_and_survive_crashes_at_and_
         compared, 3,
         "mc block 60 and its two top shard blocks: {stored:?}"
     );
+
+    // The node wrote the persistent states of every persistent key block (20, 40, 60) itself: each of its
+    // shard-state files has the root of the generator's file for the same block, and each queue state is
+    // the generator's, byte for byte.
+    let served: Value = serde_json::from_str(&ok(&data, &["inspect", "--json", "states"])).unwrap();
+    let mut made = 0;
+    for entry in std::fs::read_dir(chain.join("states")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let Some(StateObject::State(id, kind, StatePart::Unsplit)) = parse_state_object_name(&name)
+        else {
+            continue;
+        };
+        let record = served
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["block"] == id.to_string() && r["kind"] == state_kind(kind))
+            .unwrap_or_else(|| panic!("the node made no {name}: {served}"));
+        let ours = zstd::decode_all(std::fs::File::open(record["file"].as_str().unwrap()).unwrap())
+            .unwrap();
+        let theirs =
+            zstd::decode_all(std::fs::File::open(chain.join("states").join(&name)).unwrap())
+                .unwrap();
+        match kind {
+            StateKind::Shard => assert_eq!(
+                tycho_types::boc::Boc::decode(&ours).unwrap().repr_hash(),
+                tycho_types::boc::Boc::decode(&theirs).unwrap().repr_hash(),
+                "{name}"
+            ),
+            // The same diffs and messages in the same order: the same bytes.
+            StateKind::Queue => assert!(ours == theirs, "{name}: the queue states differ"),
+        }
+        made += 1;
+    }
+    assert_eq!(
+        made, 18,
+        "3 persistent key blocks × (mc + 2 shards) × (shard + queue)"
+    );
+    let block: Value =
+        serde_json::from_str(&ok(&data, &["inspect", "--json", "block", "40"])).unwrap();
+    let flags = block["flags"].to_string();
+    for flag in [
+        "IS_PERSISTENT",
+        "HAS_PERSISTENT_SHARD_STATE",
+        "HAS_PERSISTENT_QUEUE_STATE",
+        "SKIP_STATES_GC_FINISHED",
+    ] {
+        assert!(flags.contains(flag), "{flag} in {flags}");
+    }
 
     // Killed at a checkpoint batch (the 1st and the 3rd) and between checkpoints (after mc block 15 and 57
     // were made the last applied): the next import restores the states from the last checkpoint by

@@ -23,6 +23,8 @@ use crate::tables::{
 
 /// The mc block whose states the last checkpoint stored (state.md §7.3).
 const STATE_CHECKPOINT: NameKey = NameKey("state_checkpoint");
+/// The persistent key block whose persistent states are being written (state.md §7.4).
+const PENDING_PERSISTENT: NameKey = NameKey("pending_persistent");
 
 /// Typed access to the cell rows of the `core` database.
 #[derive(Clone)]
@@ -104,10 +106,19 @@ impl CellStorage {
 
     /// The mc block whose states the last checkpoint stored.
     pub fn checkpoint(&self) -> Result<Option<BlockId>> {
-        match self.db.get::<State>(&STATE_CHECKPOINT)? {
+        self.get_id(STATE_CHECKPOINT)
+    }
+
+    /// The persistent key block whose persistent states are being written, if a save is pending.
+    pub fn pending_persistent(&self) -> Result<Option<BlockId>> {
+        self.get_id(PENDING_PERSISTENT)
+    }
+
+    fn get_id(&self, key: NameKey) -> Result<Option<BlockId>> {
+        match self.db.get::<State>(&key)? {
             Some(raw) => decode_block_id(&raw.0)
                 .map(Some)
-                .map_err(|e| StorageError::corruption("node state state_checkpoint", e)),
+                .map_err(|e| StorageError::corruption(format!("node state {}", key.0), e)),
             None => Ok(None),
         }
     }
@@ -200,6 +211,27 @@ impl CellBatch {
             &STATE_CHECKPOINT,
             &RawBytes(encode_block_id(mc).to_vec()),
         );
+    }
+
+    /// Marks the persistent states of `mc` as being written.
+    pub fn put_pending_persistent(&mut self, mc: &BlockId) {
+        self.db.batch_put::<State>(
+            &mut self.batch,
+            &PENDING_PERSISTENT,
+            &RawBytes(encode_block_id(mc).to_vec()),
+        );
+    }
+
+    /// Clears the mark of a pending persistent save.
+    pub fn clear_pending_persistent(&mut self) {
+        self.db
+            .batch_delete::<State>(&mut self.batch, &PENDING_PERSISTENT);
+    }
+
+    /// Adds `flags` to the handle, stored in this batch.
+    pub fn add_flags(&mut self, handle: &BlockHandle, flags: BlockFlags) {
+        handle.meta().add_flags(flags);
+        self.handles.batch_store_handle(&mut self.batch, handle);
     }
 
     /// Records `mc` as the last applied mc block, in the same batch.

@@ -242,6 +242,10 @@ impl Storage {
         if let Some(checkpoint) = self.0.cells.checkpoint()? {
             target = target.min(checkpoint.seqno);
         }
+        // A persistent save reads the blocks of each chain's diff tail: block GC waits for it.
+        if self.0.cells.pending_persistent()?.is_some() {
+            return Ok(BlockGcStats::default());
+        }
         if target == 0 {
             return Ok(BlockGcStats::default());
         }

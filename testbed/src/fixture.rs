@@ -97,8 +97,8 @@ pub async fn import_fixture_chain(
     import_chain(root, &ChainFiles::fixture(fixtures), listen).await
 }
 
-/// Initialises `root` from the chain's zerostate, imports its archives in order and stores its persistent
-/// states; the node config listens on `listen` with metrics off. Returns the data dir, its config and the
+/// Initialises `root` from the chain's zerostate, imports its archives in order (writing the persistent
+/// states of its persistent key blocks) and stores the chain's persistent states it lacks; the node config listens on `listen` with metrics off. Returns the data dir, its config and the
 /// open storage.
 pub async fn import_chain(
     root: &Path,
@@ -124,6 +124,9 @@ pub async fn import_chain(
         .await
         .with_context(|| format!("importing {}", archive.display()))?;
     }
+    // The node's own persistent states of the chain's persistent key blocks: the chain's files for the same
+    // blocks are then already present, and the node serves what it made.
+    pipeline.wait_for_persistent_save().await;
     if let Some(states) = &chain.states {
         regolith_node::boot::state_import::import_states(&storage, states).await?;
     }

@@ -44,9 +44,20 @@ pub async fn run(data: &DataDir, args: ImportArgs) -> Result<()> {
     // No queue GC during import: the committed queue must end exactly as a clean import leaves it.
     let Started { storage, queue, .. } = start(&data.root, &config, Default::default()).await?;
     let progress = Progress::new(quiet || json);
-    let mut pipeline = Pipeline::new(&storage, &queue, &ImportOptions::default())?;
+    let options = ImportOptions {
+        states: config.states.clone(),
+        ..Default::default()
+    };
+    let mut pipeline = Pipeline::new(&storage, &queue, &options)?;
     for file in &files {
-        let report = import_archive_into(&mut pipeline, &storage, file, &progress).await?;
+        let report = import_archive_into(&mut pipeline, &storage, file, &progress).await;
+        let report = match report {
+            Ok(report) => report,
+            Err(e) => {
+                pipeline.wait_for_persistent_save().await;
+                return Err(e);
+            }
+        };
         if json {
             println!("{}", serde_json::to_string(&report)?);
         } else if report.blocks_imported == 0 {
@@ -65,6 +76,8 @@ pub async fn run(data: &DataDir, args: ImportArgs) -> Result<()> {
             );
         }
     }
+    // The persistent states of the last persistent key block are written in the background.
+    pipeline.wait_for_persistent_save().await;
     if let Some(dir) = states {
         let report = regolith_node::boot::state_import::import_states(&storage, &dir).await?;
         if json {

@@ -17,6 +17,7 @@ pub mod archive;
 mod group;
 pub mod group_commit;
 pub mod import;
+mod persistent;
 mod states;
 
 use std::collections::HashMap;
@@ -166,6 +167,12 @@ impl Pipeline {
             applied_tops: None,
             states: states::PipelineStates::new(storage, options.states.clone()),
         })
+    }
+
+    /// Waits until the persistent states of the last persistent key block applied are written (they are
+    /// written in the background while later groups are applied).
+    pub async fn wait_for_persistent_save(&mut self) {
+        self.states.wait_for_persistent_save().await;
     }
 
     /// Keeps the shard states as `config` says from now on.
@@ -409,7 +416,11 @@ impl Pipeline {
             bytes += block.data().len() as u64;
             progress.advance(1, block.data().len() as u64);
         }
-        self.finish_group(group, committer, states)?;
+        if self.finish_group(group, committer, states)? {
+            self.states
+                .start_persistent_save(&self.storage, *group.mc_id())
+                .await;
+        }
         Ok(bytes)
     }
 
@@ -476,8 +487,8 @@ impl Pipeline {
         group: &Group,
         committer: &GroupCommitter,
         states: states::AppliedStates,
-    ) -> Result<(), ApplyError> {
-        self.states.finish_group(&self.storage, group, states)?;
+    ) -> Result<bool, ApplyError> {
+        let persistent = self.states.finish_group(&self.storage, group, states)?;
         crate::crash::point("mc-block-applied");
         committer.submit(&group.mc).map_err(ApplyError::Local)?;
         self.chain.applied(group);
@@ -488,7 +499,7 @@ impl Pipeline {
             .map(|t| (t.id.shard, t.id.seqno))
             .collect();
         self.applied_tops = Some((*group.mc_id(), tops));
-        Ok(())
+        Ok(persistent)
     }
 }
 

@@ -27,6 +27,8 @@ pub(crate) struct PipelineStates {
     config: StatesConfig,
     /// `None` until restored (at the first group, or by [`Self::restore`]).
     states: Option<ChainStates>,
+    /// The persistent save running in the background, if any.
+    save: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// A group's states, applied but not yet the pipeline's.
@@ -38,6 +40,32 @@ impl PipelineStates {
             store: StateStore::new(storage),
             config,
             states: None,
+            save: None,
+        }
+    }
+
+    /// Starts writing the persistent states of `mc` in the background, once the save before it ended.
+    pub(crate) async fn start_persistent_save(&mut self, storage: &Storage, mc: BlockId) {
+        self.wait_for_persistent_save().await;
+        let (storage, store) = (storage.clone(), self.store.clone());
+        self.save = Some(tokio::spawn(async move {
+            if let Err(e) = super::persistent::save(&storage, &store, &mc).await {
+                metrics::counter!("regolith_states_persistent_failures_total").increment(1);
+                tracing::error!(
+                    block = %mc,
+                    error = %format!("{e:#}"),
+                    "writing the persistent states failed; the save resumes at the next start"
+                );
+            }
+        }));
+    }
+
+    /// Waits until the background persistent save (if any) ended.
+    pub(crate) async fn wait_for_persistent_save(&mut self) {
+        if let Some(save) = self.save.take() {
+            if let Err(e) = save.await {
+                tracing::error!(error = %e, "the persistent-state writer ended abnormally");
+            }
         }
     }
 
@@ -86,6 +114,10 @@ impl PipelineStates {
             ))));
         }
         self.states = Some(states);
+        if let Some(pending) = storage.cells().pending_persistent()? {
+            tracing::info!(block = %pending, "resuming the persistent save a restart interrupted");
+            self.start_persistent_save(storage, pending).await;
+        }
         Ok(self.states.as_ref().expect("just set"))
     }
 
@@ -118,35 +150,41 @@ impl PipelineStates {
 
     /// Makes `applied` (the states after `group`) the newest states and the group the last applied one: at a
     /// checkpoint, one batch stores the states with the last applied mc block, then unkept states go;
-    /// otherwise only the last applied mc block is written.
+    /// otherwise only the last applied mc block is written. Returns whether the group's mc block is a
+    /// persistent key block, whose persistent save the caller starts ([`Self::start_persistent_save`]).
     pub(crate) fn finish_group(
         &mut self,
         storage: &Storage,
         group: &Group,
         applied: AppliedStates,
-    ) -> Result<(), ApplyError> {
+    ) -> Result<bool, ApplyError> {
         let mut states = applied.0;
         let mc = *group.mc_id();
-        if !self
-            .config
-            .is_checkpoint(mc.seqno, group.mc.is_key_block(), states.fresh_cells())
+        let persistent = group.mc.is_key_block()
+            && super::persistent::is_persistent(storage, &mc, group.mc.gen_utime())
+                .map_err(ApplyError::Local)?;
+        if !persistent
+            && !self
+                .config
+                .is_checkpoint(mc.seqno, group.mc.is_key_block(), states.fresh_cells())
         {
             storage.node_state().store_last_mc_block_id(&mc)?;
             self.states = Some(states);
-            return Ok(());
+            return Ok(false);
         }
-        self.checkpoint(storage, &mut states, true)?;
+        self.checkpoint(storage, &mut states, persistent)?;
         self.states = Some(states);
-        Ok(())
+        Ok(persistent)
     }
 
-    /// Stores `states` as a checkpoint (with the last applied mc block when `as_last_applied`), reads them
-    /// back, and removes the states GC does not keep.
+    /// Stores `states` as a checkpoint with the last applied mc block, reads them back, and removes the
+    /// states GC does not keep. At a persistent key block the same batch marks its persistent save pending
+    /// and holds its states (SKIP_STATES_GC on the mc block and its top shard blocks).
     fn checkpoint(
         &self,
         storage: &Storage,
         states: &mut ChainStates,
-        as_last_applied: bool,
+        persistent: bool,
     ) -> Result<(), ApplyError> {
         let mc = states.mc().id;
         let mut all = Vec::with_capacity(states.shards().len() + 1);
@@ -157,8 +195,12 @@ impl PipelineStates {
             .store
             .write_states(&all, &format!("mc block {mc}"), |batch| {
                 batch.put_checkpoint(&mc);
-                if as_last_applied {
-                    batch.put_last_mc_block(&mc);
+                batch.put_last_mc_block(&mc);
+                if persistent {
+                    batch.put_pending_persistent(&mc);
+                    for (handle, _) in &all {
+                        batch.add_flags(handle, regolith_storage::BlockFlags::SKIP_STATES_GC);
+                    }
                 }
             })
             .map_err(local)?;

@@ -1,0 +1,194 @@
+//! Persistent states made by the node (state.md §7.4): at a persistent key block, the shard state of the mc
+//! block and of each of its top shard blocks, and the queue state of each, as the files a stock node writes
+//! and reads (rpc.md §4.3.2 names; a zstd-compressed one-root BOC, and a zstd-compressed TL
+//! `block.queueState`), recorded in the state index and so served.
+//!
+//! The key block is a checkpoint, and its checkpoint batch marks the save pending and sets SKIP_STATES_GC on
+//! the blocks whose states it writes (states GC keeps them). Then [`save`] writes each file that is not
+//! recorded yet (storage's temp file, fsync, rename, record), and one last batch sets IS_PERSISTENT and the
+//! SKIP_STATES_GC_FINISHED flags and clears the mark. While a save is pending, block GC waits (the queue
+//! state needs the blocks of each chain's diff tail); a save a crash interrupted resumes at the next start.
+
+use std::time::Instant;
+
+use anyhow::{anyhow, Context, Result};
+use regolith_formats::queue_diff::QueueDiff;
+use regolith_formats::queue_state::{write_queue_state, QueueStateHeader, MAX_CHUNK_ROOTS};
+use regolith_formats::BlockId;
+use regolith_state::StateStore;
+use regolith_storage::{BlockFlags, StateKind, Storage};
+use tycho_types::boc::ser::BocHeader;
+use tycho_types::boc::Boc;
+use tycho_types::cell::Cell;
+
+/// zstd level of the state files the node writes.
+const STATE_ZSTD_LEVEL: i32 = 3;
+
+/// What one save wrote.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct SaveReport {
+    /// Files written now (shard and queue states).
+    pub(crate) files: usize,
+    /// Their bytes (compressed).
+    pub(crate) bytes: u64,
+    /// Seconds the save took.
+    pub(crate) seconds: f64,
+}
+
+/// Whether the key block `mc` (of time `gen_utime`) is persistent: the first key block of a new 2^17 s
+/// window after the key block before it (or every key block, with `each_key_block_is_persistent`).
+pub(crate) fn is_persistent(storage: &Storage, mc: &BlockId, gen_utime: u32) -> Result<bool> {
+    if storage.config().each_key_block_is_persistent {
+        return Ok(true);
+    }
+    let Some(prev) = storage.handles().find_prev_key_block(mc.seqno)? else {
+        // The first key block after the zerostate: its window against the zerostate's.
+        let zerostate = storage
+            .node_state()
+            .load_zerostate_id()?
+            .and_then(|id| storage.handles().load_handle(&id).ok().flatten());
+        return Ok(zerostate.is_some_and(|z| (z.gen_utime() >> 17) != (gen_utime >> 17)));
+    };
+    Ok((prev.gen_utime() >> 17) != (gen_utime >> 17))
+}
+
+/// Writes the persistent states of the persistent key block `mc` (its states stored by its checkpoint),
+/// then finishes the save.
+pub(crate) async fn save(
+    storage: &Storage,
+    store: &StateStore,
+    mc: &BlockId,
+) -> Result<SaveReport> {
+    let started = Instant::now();
+    let mut report = SaveReport::default();
+    let mc_root = store
+        .load_state(mc)?
+        .ok_or_else(|| anyhow!("the state of persistent key block {mc} is not stored"))?;
+    let mut blocks = regolith_state::top_shard_blocks(mc, &mc_root)?;
+    drop(mc_root);
+    // The mc block's files last, as stock writes them.
+    blocks.push(*mc);
+    for id in &blocks {
+        let states = storage.persistent_states();
+        if states.get(id, StateKind::Shard)?.is_none() {
+            let root = store
+                .load_state(id)?
+                .ok_or_else(|| anyhow!("the state of block {id} is not stored"))?;
+            let bytes = encode_shard_state(store, root)
+                .await
+                .with_context(|| format!("the shard state of {id}"))?;
+            states.store(id, StateKind::Shard, &bytes)?;
+            report.files += 1;
+            report.bytes += bytes.len() as u64;
+            crate::crash::point("persistent-state-file-written");
+        }
+        if id.seqno > 0 && states.get(id, StateKind::Queue)?.is_none() {
+            let bytes = queue_state(storage, id)
+                .await
+                .with_context(|| format!("the queue state of {id}"))?;
+            states.store(id, StateKind::Queue, &bytes)?;
+            report.files += 1;
+            report.bytes += bytes.len() as u64;
+            crate::crash::point("persistent-state-file-written");
+        }
+    }
+    let mut batch = storage.cells().batch();
+    for id in &blocks {
+        let handle = storage
+            .handles()
+            .load_handle(id)?
+            .ok_or_else(|| anyhow!("block {id} has no handle"))?;
+        let mut flags = BlockFlags::SKIP_STATES_GC_FINISHED;
+        if id == mc {
+            flags = flags | BlockFlags::IS_PERSISTENT;
+        }
+        batch.add_flags(&handle, flags);
+    }
+    batch.clear_pending_persistent();
+    storage.cells().write(
+        batch,
+        format_args!("finishing the persistent states of {mc}"),
+    )?;
+    report.seconds = started.elapsed().as_secs_f64();
+    metrics::counter!("regolith_states_persistent_bytes_total").increment(report.bytes);
+    metrics::histogram!("regolith_states_persistent_seconds").record(report.seconds);
+    tracing::info!(
+        block = %mc,
+        files = report.files,
+        bytes = report.bytes,
+        seconds = report.seconds,
+        "persistent states written"
+    );
+    Ok(report)
+}
+
+/// The served form of a shard state: a one-root BOC (the root is cell 0), zstd-compressed. The cells are
+/// read from the store, on the blocking pool.
+async fn encode_shard_state(store: &StateStore, root: Cell) -> Result<Vec<u8>> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || {
+        let boc = Boc::encode(&root);
+        drop(root);
+        if let Some(e) = store.take_read_error() {
+            return Err(anyhow::Error::new(e));
+        }
+        zstd::bulk::compress(&boc, STATE_ZSTD_LEVEL).context("compressing")
+    })
+    .await
+    .map_err(|e| anyhow!("the state writer ended: {e}"))?
+}
+
+/// The served form of the queue state of block `id`: the diffs of its tail (`tail_len` of them, newest
+/// first) and their messages (newest diff first, each diff's in hash order) in chunks of at most
+/// [`MAX_CHUNK_ROOTS`] roots, zstd-compressed. Diffs and messages come from the stored blocks.
+async fn queue_state(storage: &Storage, id: &BlockId) -> Result<Vec<u8>> {
+    let mut diffs: Vec<QueueDiff> = Vec::new();
+    let mut messages: Vec<Cell> = Vec::new();
+    let mut next = Some(*id);
+    let mut tail_len = None;
+    while let Some(current) = next.take() {
+        let handle = storage
+            .handles()
+            .load_handle(&current)?
+            .ok_or_else(|| anyhow!("block {current} of the diff tail is not stored"))?;
+        let block = storage.components().load_block_data(&handle).await?;
+        let tail = *tail_len.get_or_insert(block.block.out_msg_queue_updates.tail_len as usize);
+        let raw = storage.components().load_queue_diff_raw(&handle).await?;
+        let built = regolith_queue::diff_from_block(&current, Some(&block.block), &raw)?;
+        let diff = QueueDiff::parse_for_block(&raw, &current)
+            .map_err(|e| anyhow!("the queue diff of {current}: {e}"))?;
+        let mut cells: Vec<Cell> = built
+            .diff
+            .messages
+            .values()
+            .map(|m| m.cell.clone())
+            .collect();
+        cells.sort_by_key(|c| *c.repr_hash());
+        messages.extend(cells);
+        diffs.push(diff);
+        if diffs.len() < tail {
+            let prev = block.prev_ids()?;
+            match prev.as_slice() {
+                [prev] if prev.seqno > 0 => next = Some(*prev),
+                [_] => {}
+                _ => return Err(anyhow!("block {current} follows a merge")),
+            }
+        }
+    }
+    let header = QueueStateHeader::new(id.shard, id.seqno, diffs)?;
+    let chunks: Vec<Vec<u8>> = messages
+        .chunks(MAX_CHUNK_ROOTS)
+        .map(|chunk| {
+            let mut boc = BocHeader::<std::hash::RandomState>::with_capacity(chunk.len());
+            for cell in chunk {
+                boc.add_root(cell.as_ref());
+            }
+            let mut bytes = Vec::new();
+            boc.encode(&mut bytes);
+            bytes
+        })
+        .collect();
+    let mut raw = Vec::new();
+    write_queue_state(&header, &chunks, &mut raw);
+    zstd::bulk::compress(&raw, STATE_ZSTD_LEVEL).context("compressing")
+}
