@@ -50,6 +50,14 @@ pub enum ChainError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A block cannot be forged as asked ([`crate::forge`]).
+    #[error("forging mc block {seqno}: {reason}")]
+    Forge {
+        /// The mc seqno of the block to forge.
+        seqno: u32,
+        /// Why not.
+        reason: String,
+    },
     /// A file could not be written.
     #[error("writing {path}: {source}")]
     Io {
