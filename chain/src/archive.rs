@@ -3,19 +3,20 @@
 //! blocks are in apply order (each mc block after its shard blocks), written Block, Proof, QueueDiff pass by
 //! pass, zstd-compressed; a file is written to a temp file, synced and renamed.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use regolith_formats::archive::{ArchiveEntryType, ArchiveWriter};
+use regolith_formats::archive::{ArchiveEntryType, ArchiveReader, ArchiveWriter};
 use tycho_types::models::BlockId;
 
-use crate::error::{io_err, ChainError};
+use crate::error::{input_err, io_err, read_err, ChainError};
 
 /// zstd level of the archives (the node's).
 const ARCHIVE_ZSTD_LEVEL: i32 = 3;
 
 /// One block's parts, as an archive holds them.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ArchivedBlock {
     /// The block id.
     pub id: BlockId,
@@ -25,6 +26,17 @@ pub struct ArchivedBlock {
     pub proof: Vec<u8>,
     /// TL queue diff.
     pub queue_diff: Vec<u8>,
+}
+
+impl std::fmt::Debug for ArchivedBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArchivedBlock")
+            .field("id", &self.id)
+            .field("data_len", &self.data.len())
+            .field("proof_len", &self.proof.len())
+            .field("queue_diff_len", &self.queue_diff.len())
+            .finish()
+    }
 }
 
 /// Groups blocks into archives and writes each when it is complete.
@@ -112,6 +124,47 @@ pub fn write_archive(path: &Path, blocks: &[ArchivedBlock]) -> Result<(), ChainE
     Ok(())
 }
 
+/// Reads one archive file back ([`write_archive`]'s inverse): its blocks in the order their first entries
+/// come (the apply order of a written archive), each with its block, proof and queue diff. An entry given
+/// twice or a block without one of its three parts is an error.
+pub fn read_archive(path: &Path) -> Result<Vec<ArchivedBlock>, ChainError> {
+    let file = std::fs::File::open(path).map_err(read_err(path))?;
+    let reader = ArchiveReader::new_compressed(file).map_err(read_err(path))?;
+    let mut order = Vec::new();
+    let mut parts: HashMap<BlockId, [Option<Vec<u8>>; 3]> = HashMap::new();
+    for entry in reader {
+        let entry = entry.map_err(|e| input_err(path, e))?;
+        let slot = parts.entry(entry.block_id).or_insert_with(|| {
+            order.push(entry.block_id);
+            Default::default()
+        });
+        let part = &mut slot[usize::from(entry.ty.as_byte())];
+        if part.is_some() {
+            return Err(input_err(
+                path,
+                format!(
+                    "the {} of block {} is given twice",
+                    entry.ty, entry.block_id
+                ),
+            ));
+        }
+        *part = Some(entry.data);
+    }
+    order
+        .into_iter()
+        .map(|id| {
+            let [data, proof, queue_diff] = parts.remove(&id).unwrap_or_default();
+            let missing = |ty: ArchiveEntryType| input_err(path, format!("block {id} has no {ty}"));
+            Ok(ArchivedBlock {
+                id,
+                data: data.ok_or_else(|| missing(ArchiveEntryType::Block))?,
+                proof: proof.ok_or_else(|| missing(ArchiveEntryType::Proof))?,
+                queue_diff: queue_diff.ok_or_else(|| missing(ArchiveEntryType::QueueDiff))?,
+            })
+        })
+        .collect()
+}
+
 /// Writes `bytes` to `path` through a temp file, fsync and rename; `mode` sets the permissions (unix).
 pub fn write_file(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<(), ChainError> {
     let tmp = path.with_extension("tmp");
@@ -131,4 +184,79 @@ pub fn write_file(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<(), Ch
     }
     std::fs::rename(&tmp, path).map_err(io_err(path))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use tycho_types::models::ShardIdent;
+    use tycho_types::prelude::HashBytes;
+
+    use super::*;
+
+    fn block(seqno: u32) -> ArchivedBlock {
+        ArchivedBlock {
+            id: BlockId {
+                shard: ShardIdent::MASTERCHAIN,
+                seqno,
+                root_hash: HashBytes([seqno as u8; 32]),
+                file_hash: HashBytes([!(seqno as u8); 32]),
+            },
+            data: vec![1, seqno as u8],
+            proof: vec![2, seqno as u8],
+            queue_diff: vec![3, seqno as u8],
+        }
+    }
+
+    /// Writes the given entries, in order, as a compressed archive at `path`.
+    fn write_entries(path: &Path, entries: &[(BlockId, ArchiveEntryType)]) {
+        let file = std::fs::File::create(path).unwrap();
+        let encoder = zstd::stream::write::Encoder::new(file, 3).unwrap();
+        let mut writer = ArchiveWriter::new(encoder).unwrap();
+        for (id, ty) in entries {
+            writer.write_entry(id, *ty, b"x").unwrap();
+        }
+        writer.finish().finish().unwrap();
+    }
+
+    #[test]
+    fn an_archive_reads_back_as_written_and_a_missing_or_repeated_part_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0000000001.archive");
+        let blocks = vec![block(1), block(2), block(3)];
+        write_archive(&path, &blocks).unwrap();
+        assert_eq!(read_archive(&path).unwrap(), blocks);
+
+        let (one, two) = (block(1).id, block(2).id);
+        let missing = [
+            (one, ArchiveEntryType::Block),
+            (two, ArchiveEntryType::Block),
+            (one, ArchiveEntryType::Proof),
+            (one, ArchiveEntryType::QueueDiff),
+            (two, ArchiveEntryType::QueueDiff),
+        ];
+        write_entries(&path, &missing);
+        match read_archive(&path) {
+            Err(ChainError::Input { reason, .. }) => {
+                assert_eq!(reason, format!("block {two} has no proof"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let repeated = [
+            (one, ArchiveEntryType::Block),
+            (one, ArchiveEntryType::Proof),
+            (one, ArchiveEntryType::Proof),
+        ];
+        write_entries(&path, &repeated);
+        match read_archive(&path) {
+            Err(ChainError::Input { reason, .. }) => {
+                assert_eq!(reason, format!("the proof of block {one} is given twice"));
+            }
+            other => panic!("{other:?}"),
+        }
+        std::fs::write(&path, b"not zstd").unwrap();
+        assert!(matches!(
+            read_archive(&path),
+            Err(ChainError::Input { .. } | ChainError::Read { .. })
+        ));
+    }
 }

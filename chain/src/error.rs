@@ -34,6 +34,30 @@ pub enum ChainError {
     /// The caller stopped a replay.
     #[error("the replay was stopped")]
     Stopped,
+    /// A file or directory could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file or directory.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// An input file (an archive, `validators.json`) is not one the generator writes.
+    #[error("{path}: {reason}")]
+    Input {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A block cannot be forged as asked ([`crate::forge`]).
+    #[error("forging mc block {seqno}: {reason}")]
+    Forge {
+        /// The mc seqno of the block to forge.
+        seqno: u32,
+        /// Why not.
+        reason: String,
+    },
     /// A file could not be written.
     #[error("writing {path}: {source}")]
     Io {
@@ -60,5 +84,21 @@ pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> C
     move |source| ChainError::Io {
         path: path.display().to_string(),
         source,
+    }
+}
+
+/// Maps a read error into [`ChainError::Read`] naming the path.
+pub(crate) fn read_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> ChainError + '_ {
+    move |source| ChainError::Read {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// A [`ChainError::Input`] naming `path`.
+pub(crate) fn input_err(path: &std::path::Path, reason: impl std::fmt::Display) -> ChainError {
+    ChainError::Input {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
     }
 }

@@ -38,6 +38,12 @@ impl ValidatorKeys {
                 blake3::derive_key("regolith chain generate: validator key v1", &input)
             })
             .collect();
+        Self::from_secrets(index, secrets)
+    }
+
+    /// The keys of set `index` from their secret keys, in validator-list order (as `validators.json` lists
+    /// them).
+    pub fn from_secrets(index: u32, secrets: Vec<[u8; 32]>) -> Self {
         let pairs = secrets
             .iter()
             .map(|s| ed25519::KeyPair::from(&ed25519::SecretKey::from_bytes(*s)))
@@ -55,6 +61,15 @@ impl ValidatorKeys {
             .iter()
             .map(|p| HashBytes(p.public_key.to_bytes()))
             .collect()
+    }
+
+    /// The signature of `data` by the validator of these keys whose short node id is `node_id_short`, or
+    /// `None` when none of them has it.
+    pub fn sign_as(&self, node_id_short: &HashBytes, data: &[u8]) -> Option<Signature> {
+        self.pairs
+            .iter()
+            .find(|p| node_id_short_of(&HashBytes(p.public_key.to_bytes())) == *node_id_short)
+            .map(|p| Signature(p.sign_raw(data)))
     }
 
     /// The validator set of these keys (weight 1 each, every validator a masterchain validator).
@@ -107,14 +122,11 @@ impl ValidatorKeys {
                 .iter()
                 .find(|p| p.public_key.to_bytes() == member.desc.public_key.0)
                 .ok_or_else(|| ChainError::InvalidOption("a subset member has no key".into()))?;
-            let node_id_short = tl_proto::hash(tycho_crypto::tl::PublicKey::Ed25519 {
-                key: &member.desc.public_key.0,
-            });
             signatures
                 .set(
                     member.validator_idx,
                     BlockSignature {
-                        node_id_short: HashBytes(node_id_short),
+                        node_id_short: node_id_short_of(&member.desc.public_key),
                         signature: Signature(pair.sign_raw(&data)),
                     },
                 )
@@ -128,6 +140,13 @@ impl ValidatorKeys {
             short_hash,
         })
     }
+}
+
+/// The short node id of a validator (the hash of its TL public key), which a block signature names.
+pub fn node_id_short_of(public_key: &HashBytes) -> HashBytes {
+    HashBytes(tl_proto::hash(tycho_crypto::tl::PublicKey::Ed25519 {
+        key: &public_key.0,
+    }))
 }
 
 /// A masterchain block's signatures.

@@ -13,7 +13,9 @@
 //! - [`proof`]: block proofs and proof links;
 //! - [`archive`]: archive files with the node's boundaries, and the atomic file writes;
 //! - [`states`]: the persistent shard and queue states of persistent key blocks (`states/`);
-//! - [`manifest`]: `chain.json` and `validators.json`.
+//! - [`manifest`]: `chain.json` and `validators.json`;
+//! - [`forge`]: a generated chain's archives rewritten to end with an mc block that carries a wrong state
+//!   update but is re-signed, for the node's tests.
 //!
 //! Everything is derived from the options and the seed: the same arguments give byte-identical output.
 
@@ -21,6 +23,7 @@ mod accounts;
 pub mod archive;
 mod cells;
 pub mod error;
+pub mod forge;
 pub mod generator;
 pub mod keys;
 pub mod manifest;

@@ -6,8 +6,9 @@ use std::path::Path;
 use tycho_types::models::BlockId;
 
 use crate::archive::write_file;
-use crate::error::ChainError;
+use crate::error::{input_err, read_err, ChainError};
 use crate::generator::{GeneratedGroup, Generator};
+use crate::keys::ValidatorKeys;
 use crate::ChainOptions;
 
 /// One key block of the chain.
@@ -151,4 +152,50 @@ impl ChainManifest {
             })?;
         write_file(&out.join("validators.json"), &json, Some(0o600))
     }
+}
+
+/// One set of `validators.json`.
+#[derive(serde::Deserialize)]
+struct SecretSetEntry {
+    index: u32,
+    secret_keys: Vec<String>,
+    public_keys: Vec<String>,
+}
+
+/// `validators.json`.
+#[derive(serde::Deserialize)]
+struct SecretsFile {
+    validator_sets: Vec<SecretSetEntry>,
+}
+
+/// Every validator set's keys from the `validators.json` of the chain in `chain_dir` ([`ChainManifest::write`]
+/// writes it), in set order; each secret key must give the public key listed beside it.
+pub fn load_validator_keys(chain_dir: &Path) -> Result<Vec<ValidatorKeys>, ChainError> {
+    let path = chain_dir.join("validators.json");
+    let raw = std::fs::read(&path).map_err(read_err(&path))?;
+    let file: SecretsFile = serde_json::from_slice(&raw).map_err(|e| input_err(&path, e))?;
+    file.validator_sets
+        .into_iter()
+        .map(|set| {
+            let bad = |reason: String| input_err(&path, format!("set {}: {reason}", set.index));
+            let secrets = set
+                .secret_keys
+                .iter()
+                .map(|hex_key| {
+                    let mut key = [0u8; 32];
+                    hex::decode_to_slice(hex_key, &mut key)
+                        .map_err(|e| bad(format!("secret key {hex_key:?}: {e}")))?;
+                    Ok(key)
+                })
+                .collect::<Result<Vec<_>, ChainError>>()?;
+            let keys = ValidatorKeys::from_secrets(set.index, secrets);
+            let derived: Vec<String> = keys.public_keys().iter().map(ToString::to_string).collect();
+            if derived != set.public_keys {
+                return Err(bad(
+                    "its secret keys do not give the public keys listed beside them".into(),
+                ));
+            }
+            Ok(keys)
+        })
+        .collect()
 }
