@@ -220,3 +220,58 @@ fn imported_states_are_exact_equal_to_the_generators_and_survive_crashes_at_and_
         assert_eq!(resumed["cells"], states["cells"], "{point}");
     }
 }
+
+/// A chain whose mc block 7 carries the state update of mc block 6, re-signed by its validators so that its
+/// proof verifies: the import stops at that block with an error naming it, and nothing of its group (the mc
+/// block and the shard blocks it brings) is stored; what came before stays, exactly counted.
+#[test]
+fn a_signed_block_whose_state_update_does_not_follow_is_refused_with_its_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let (chain, _) = generate(dir.path());
+    let forged_dir = dir.path().join("forged");
+    let forged = regolith_chain::forge::forge_state_update(&chain, 7, &forged_dir).unwrap();
+
+    let data = dir.path().join("data");
+    let zerostate = forged_dir.join("zerostate.boc");
+    ok(&data, &["init", "--zerostate", zerostate.to_str().unwrap()]);
+    let mut args = vec!["import".to_string(), "--quiet".to_string()];
+    args.extend(
+        forged
+            .archives
+            .iter()
+            .map(|p| p.to_str().unwrap().to_string()),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let err = fails(&data, &args);
+    assert!(err.contains(&forged.forged.to_string()), "{err}");
+    assert!(err.contains("state update"), "{err}");
+    assert!(err.contains("starts from state"), "{err}");
+
+    let summary = summary(&data);
+    assert!(
+        summary["last_applied_mc_block"]
+            .as_str()
+            .unwrap()
+            .starts_with("-1:8000000000000000:6:"),
+        "{summary}"
+    );
+    // Nothing of the refused group is stored: the forged mc block, nor the shard blocks it brings (the blocks
+    // of its archive after mc block 6).
+    let last = regolith_chain::archive::read_archive(forged.archives.last().unwrap()).unwrap();
+    let after_6 = last
+        .iter()
+        .position(|b| b.id.is_masterchain() && b.id.seqno == 6)
+        .unwrap();
+    let group: Vec<_> = last[after_6 + 1..].iter().map(|b| b.id).collect();
+    assert!(group.len() >= 2, "{group:?}");
+    assert_eq!(group.last(), Some(&forged.forged));
+    for id in group {
+        let out = regolith(&data, &["inspect", "--json", "block", &id.to_string()]);
+        assert!(
+            !out.status.success(),
+            "block {id} of the refused group is stored"
+        );
+    }
+    let states = checked_states(&data);
+    assert_ne!(states["checkpoint"], Value::Null, "{states}");
+}
