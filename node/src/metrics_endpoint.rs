@@ -27,6 +27,7 @@ pub fn install(address: SocketAddr) -> Result<()> {
 /// Registers every metric the node exports whose series are known before their first event.
 fn register_metrics() {
     regolith_storage::register_metrics();
+    regolith_state::register_metrics();
     regolith_queue::register_metrics();
     regolith_rpc::register_metrics();
     crate::apply::group_commit::register_metrics();

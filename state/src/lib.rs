@@ -33,4 +33,7 @@ pub fn register_metrics() {
     let _ = metrics::histogram!("regolith_states_apply_seconds");
     let _ = metrics::counter!("regolith_states_gc_removed_total");
     let _ = metrics::counter!("regolith_states_gc_cells_deleted_total");
+    let _ = metrics::counter!("regolith_states_persistent_bytes_total");
+    let _ = metrics::histogram!("regolith_states_persistent_seconds");
+    let _ = metrics::counter!("regolith_states_persistent_failures_total");
 }
