@@ -13,7 +13,7 @@ use regolith_storage::StateKind;
 use regolith_test_support::zerostate_path;
 use serde_json::Value;
 
-/// A chain of 60 mc blocks (key blocks every 10, persistent every 2nd, rotations) with 40 accounts a chain.
+/// A chain of 100 mc blocks (key blocks every 10, persistent every 2nd, rotations) with 40 accounts a chain.
 fn generate(dir: &Path) -> (PathBuf, Value) {
     let chain = dir.join("chain");
     let base = zerostate_path();
@@ -27,7 +27,7 @@ fn generate(dir: &Path) -> (PathBuf, Value) {
             "--base-zerostate",
             base.to_str().unwrap(),
             "--mc-blocks",
-            "60",
+            "100",
             "--key-block-every",
             "10",
             "--rotate-every",
@@ -72,13 +72,6 @@ fn checked_states(data: &Path) -> Value {
     value
 }
 
-fn state_kind(kind: StateKind) -> &'static str {
-    match kind {
-        StateKind::Shard => "shard",
-        StateKind::Queue => "queue",
-    }
-}
-
 #[test]
 fn imported_states_are_exact_equal_to_the_generators_and_survive_crashes_at_and_between_checkpoints(
 ) {
@@ -92,12 +85,12 @@ fn imported_states_are_exact_equal_to_the_generators_and_survive_crashes_at_and_
     let args = import_args(&chain);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = ok(&data, &args);
-    assert!(out.contains("last applied mc block 60"), "{out}");
+    assert!(out.contains("last applied mc block 100"), "{out}");
     let states = checked_states(&data);
     assert_eq!(states["checkpoint"], manifest["last_mc_block"], "{states}");
     assert!(states["cells"].as_u64().unwrap() > 1000, "{states}");
 
-    // The node's states of the persistent key block 60 (mc and both shards) have the roots of the
+    // The node's states of the persistent key block 100 (mc and both shards) have the roots of the
     // generator's state files for the same blocks.
     let stored: Vec<(String, String)> = states["states"]
         .as_array()
@@ -129,28 +122,31 @@ fn imported_states_are_exact_equal_to_the_generators_and_survive_crashes_at_and_
     }
     assert_eq!(
         compared, 3,
-        "mc block 60 and its two top shard blocks: {stored:?}"
+        "mc block 100 and its two top shard blocks: {stored:?}"
     );
 
-    // The node wrote the persistent states of every persistent key block (20, 40, 60) itself: each of its
-    // shard-state files has the root of the generator's file for the same block, and each queue state is
-    // the generator's, byte for byte.
+    // The node wrote the persistent states of its persistent key blocks (20, 40, 60, 80, 100) itself and
+    // rotated them as stock does (2^17 s apart: the three newest stay): it serves those of 60, 80 and 100
+    // (mc and 2 shards, shard and queue state each) and the zerostates. Each of its shard-state files has
+    // the root of the generator's file for the same block, and each queue state is the generator's, byte
+    // for byte.
     let served: Value = serde_json::from_str(&ok(&data, &["inspect", "--json", "states"])).unwrap();
     let mut made = 0;
-    for entry in std::fs::read_dir(chain.join("states")).unwrap() {
-        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+    let mut mc_blocks = Vec::new();
+    for record in served.as_array().unwrap() {
+        let file = Path::new(record["file"].as_str().unwrap());
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
         let Some(StateObject::State(id, kind, StatePart::Unsplit)) = parse_state_object_name(&name)
         else {
-            continue;
+            panic!("an unexpected state file {name}");
         };
-        let record = served
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["block"] == id.to_string() && r["kind"] == state_kind(kind))
-            .unwrap_or_else(|| panic!("the node made no {name}: {served}"));
-        let ours = zstd::decode_all(std::fs::File::open(record["file"].as_str().unwrap()).unwrap())
-            .unwrap();
+        if id.seqno == 0 {
+            continue;
+        }
+        if id.is_masterchain() && kind == StateKind::Shard {
+            mc_blocks.push(id.seqno);
+        }
+        let ours = zstd::decode_all(std::fs::File::open(file).unwrap()).unwrap();
         let theirs =
             zstd::decode_all(std::fs::File::open(chain.join("states").join(&name)).unwrap())
                 .unwrap();
@@ -165,12 +161,27 @@ fn imported_states_are_exact_equal_to_the_generators_and_survive_crashes_at_and_
         }
         made += 1;
     }
+    mc_blocks.sort_unstable();
+    assert_eq!(mc_blocks, vec![60, 80, 100], "{served}");
     assert_eq!(
         made, 18,
         "3 persistent key blocks × (mc + 2 shards) × (shard + queue)"
     );
+    // The rotated states' files are gone.
+    let files: Vec<String> = std::fs::read_dir(data.join("states"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        files
+            .iter()
+            .filter(|f| parse_state_object_name(f).is_some())
+            .count(),
+        3 + 18,
+        "{files:?}"
+    );
     let block: Value =
-        serde_json::from_str(&ok(&data, &["inspect", "--json", "block", "40"])).unwrap();
+        serde_json::from_str(&ok(&data, &["inspect", "--json", "block", "80"])).unwrap();
     let flags = block["flags"].to_string();
     for flag in [
         "IS_PERSISTENT",
@@ -214,7 +225,7 @@ fn imported_states_are_exact_equal_to_the_generators_and_survive_crashes_at_and_
         let partial = checked_states(&crashed);
         assert_ne!(partial["checkpoint"], manifest["last_mc_block"], "{point}");
         let out = ok(&crashed, &args);
-        assert!(out.contains("last applied mc block 60"), "{point}: {out}");
+        assert!(out.contains("last applied mc block 100"), "{point}: {out}");
         let resumed = checked_states(&crashed);
         assert_eq!(resumed["states"], states["states"], "{point}");
         assert_eq!(resumed["cells"], states["cells"], "{point}");

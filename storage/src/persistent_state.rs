@@ -389,6 +389,41 @@ impl PersistentStateStorage {
         Ok(record)
     }
 
+    /// Removes a recorded state (rotation): its record first, then its files. A crash in between leaves files
+    /// without a record, which the next open indexes again, so the state is served again until a later
+    /// removal; a record never outlives its files. The handle's flags stay (flags are never cleared).
+    pub fn remove(&self, record: &PersistentStateRecord) -> Result<()> {
+        let key = PersistentStateKey(BlockKey::of(&record.block), record.kind);
+        self.db.delete::<PersistentStates>(&key)?;
+        let mut names = vec![record.file.clone()];
+        if record.split_depth > 0 {
+            names.push(manifest_object_name(&record.block));
+            for part in &record.parts {
+                if let Some(name) = state_object_name(
+                    &record.block,
+                    record.kind,
+                    StatePart::SplitPart(part.prefix),
+                ) {
+                    names.push(name);
+                }
+            }
+        }
+        for name in names {
+            let path = self.dir.join(&name);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(StorageError::Io {
+                        context: format!("removing {}", path.display()),
+                        source: e,
+                    })
+                }
+            }
+        }
+        fsync_dir(&self.dir)
+    }
+
     /// `states/<name>` ← `bytes`: temp file, fsync, rename, fsync of the directory.
     fn write_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
         std::fs::create_dir_all(&self.dir)

@@ -109,6 +109,7 @@ pub(crate) async fn save(
         batch,
         format_args!("finishing the persistent states of {mc}"),
     )?;
+    let rotated = rotate(storage, mc).await?;
     report.seconds = started.elapsed().as_secs_f64();
     metrics::counter!("regolith_states_persistent_bytes_total").increment(report.bytes);
     metrics::histogram!("regolith_states_persistent_seconds").record(report.seconds);
@@ -117,9 +118,79 @@ pub(crate) async fn save(
         files = report.files,
         bytes = report.bytes,
         seconds = report.seconds,
+        rotated,
         "persistent states written"
     );
     Ok(report)
+}
+
+/// How much older than a new persistent state the one is from whose predecessor on states are kept (stock's
+/// rotation: with a persistent key block every 2^17 s, the three newest stay).
+const ROTATION_OFFSET_SECS: u32 = 12 * 3600;
+
+/// Removes the persistent states that the new ones of `mc` make old, as stock rotates them: let S be the
+/// newest persistent key block at least [`ROTATION_OFFSET_SECS`] older than `mc`; the states of the key
+/// block before S, of S and of every newer one stay (with their top shard blocks'), and so do the zerostates;
+/// every other recorded state of a block committed before the oldest kept key block goes. Returns how many
+/// were removed.
+async fn rotate(storage: &Storage, mc: &BlockId) -> Result<usize> {
+    let states = storage.persistent_states();
+    let records = states.list()?;
+    let handle_of = |id: &BlockId| -> Result<regolith_storage::BlockHandle> {
+        storage
+            .handles()
+            .load_handle(id)?
+            .ok_or_else(|| anyhow!("block {id} of a persistent state has no handle"))
+    };
+    let mut key_blocks: Vec<BlockId> = records
+        .iter()
+        .filter(|r| r.kind == StateKind::Shard && r.block.is_masterchain())
+        .map(|r| r.block)
+        .filter(|id| id.seqno > 0 && id.seqno <= mc.seqno)
+        .collect();
+    key_blocks.sort_by_key(|id| id.seqno);
+    let now = handle_of(mc)?.gen_utime();
+    let mut older = None;
+    for (i, id) in key_blocks.iter().enumerate().rev() {
+        if now.saturating_sub(handle_of(id)?.gen_utime()) >= ROTATION_OFFSET_SECS {
+            older = Some(i);
+            break;
+        }
+    }
+    let Some(s) = older else {
+        return Ok(0);
+    };
+    let keep_from = s.saturating_sub(1);
+    let first_kept = key_blocks[keep_from].seqno;
+    let mut kept: Vec<BlockId> = Vec::new();
+    for id in &key_blocks[keep_from..] {
+        kept.push(*id);
+        let block = storage
+            .components()
+            .load_block_data(&handle_of(id)?)
+            .await?;
+        kept.extend(block.top_shard_blocks()?);
+    }
+    let mut removed = 0;
+    for record in &records {
+        let id = &record.block;
+        if id.seqno == 0 || kept.contains(id) {
+            continue;
+        }
+        // A block committed at or after the oldest kept key block is not older than what is kept.
+        let committed_at = if id.is_masterchain() {
+            id.seqno
+        } else {
+            handle_of(id)?.ref_by_mc_seqno()
+        };
+        if committed_at >= first_kept {
+            continue;
+        }
+        states.remove(record)?;
+        removed += 1;
+        crate::crash::point("persistent-state-rotated");
+    }
+    Ok(removed)
 }
 
 /// The served form of a shard state: a one-root BOC (the root is cell 0), zstd-compressed. The cells are

@@ -238,6 +238,7 @@ impl PipelineStates {
             .ok_or_else(|| {
                 local_msg("the data directory has no first mc block (was it initialised?)")
             })?;
+        let started = Instant::now();
         tracing::info!(block = %first, "storing the states of the first mc block");
         let mc_root = read_state_file(storage, &first).await?;
         let tops = regolith_state::top_shard_blocks(&first, &mc_root).map_err(local)?;
@@ -255,6 +256,8 @@ impl PipelineStates {
             block = %first,
             cells = written.new_cells,
             bytes = written.bytes,
+            seconds = started.elapsed().as_secs_f64(),
+            cells_per_s = written.new_cells as f64 / started.elapsed().as_secs_f64().max(1e-9),
             "stored the states of the first mc block"
         );
         Ok(first)
