@@ -19,7 +19,7 @@ pub struct StatesConfig {
 impl Default for StatesConfig {
     fn default() -> Self {
         Self {
-            checkpoint_every: 10,
+            checkpoint_every: 100,
             max_fresh_cells: 500_000,
             keep_checkpoints: 2,
         }

@@ -73,6 +73,8 @@ fn cells_options(opts: &mut Options, _: &StorageConfig) {
     opts.set_compression_type(DBCompressionType::None);
     opts.set_memtable_whole_key_filtering(true);
     opts.set_memtable_prefix_bloom_ratio(0.05);
+    // Written only at checkpoints: small memtables keep a sync's memory down (the default is 64 MiB each).
+    opts.set_write_buffer_size(16 << 20);
 }
 
 /// `cell_refs`: small rows read by key on every count change; most lookups miss (a count of 1 has no row).
@@ -83,6 +85,7 @@ fn cell_refs_options(opts: &mut Options, _: &StorageConfig) {
     opts.set_block_based_table_factory(&block);
     opts.set_memtable_whole_key_filtering(true);
     opts.set_memtable_prefix_bloom_ratio(0.05);
+    opts.set_write_buffer_size(4 << 20);
 }
 
 /// `block_handles`: the meta merge operator, bloom filters, point-lookup tuning.
