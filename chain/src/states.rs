@@ -6,8 +6,7 @@
 use std::path::Path;
 
 use regolith_formats::persistent_state::{state_object_name, StateKind, StatePart};
-use regolith_formats::queue_state::{write_queue_state, QueueStateHeader};
-use tycho_types::boc::ser::BocHeader;
+use regolith_formats::queue_state::{message_chunks, write_queue_state, QueueStateHeader};
 use tycho_types::boc::Boc;
 
 use crate::archive::write_file;
@@ -16,8 +15,6 @@ use crate::generator::Generator;
 
 /// zstd level of state files (the node's).
 const STATE_ZSTD_LEVEL: i32 = 3;
-/// Message cells per chunk BOC of a queue state.
-const MESSAGES_PER_CHUNK: usize = 10_000;
 
 /// One state file: its name under `states/` and its (compressed) bytes.
 pub struct StateFile {
@@ -55,19 +52,12 @@ pub fn persistent_states(generator: &Generator) -> Result<Vec<StateFile>, ChainE
                 what: format!("the queue state of {id}"),
                 reason: e.to_string(),
             })?;
-        let cells: Vec<_> = tail.iter().rev().flat_map(|d| d.messages.iter()).collect();
-        let chunks: Vec<Vec<u8>> = cells
-            .chunks(MESSAGES_PER_CHUNK)
-            .map(|chunk| {
-                let mut boc = BocHeader::<std::hash::RandomState>::with_capacity(chunk.len());
-                for cell in chunk {
-                    boc.add_root(cell.as_ref());
-                }
-                let mut bytes = Vec::new();
-                boc.encode(&mut bytes);
-                bytes
-            })
+        let cells: Vec<_> = tail
+            .iter()
+            .rev()
+            .flat_map(|d| d.messages.iter().cloned())
             .collect();
+        let chunks = message_chunks(&cells);
         let mut raw = Vec::new();
         write_queue_state(&header, &chunks, &mut raw);
         out.push(StateFile {

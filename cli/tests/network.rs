@@ -1374,6 +1374,8 @@ async fn gc_windows_remove_blocks_archives_and_queue_diffs_and_the_node_serves_t
         min_interval: Duration::from_millis(100),
     });
     config.internal_queue.gc_interval = Duration::from_millis(100);
+    // Block GC never passes the state checkpoint: windows of 20 mc blocks need a checkpoint at each mc block.
+    config.states.checkpoint_every = 1;
     config.validate().unwrap();
     let mut global = data.load_global_config().unwrap();
     global.bootstrap_peers =
@@ -1403,7 +1405,8 @@ async fn gc_windows_remove_blocks_archives_and_queue_diffs_and_the_node_serves_t
                 .with_config(&regolith_node::sync::SyncConfig {
                     archives: true,
                     batches: false,
-                });
+                })
+                .with_states(&config.states);
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(sync.run(stop_rx));
         let last = storage.node_state();

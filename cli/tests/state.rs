@@ -64,6 +64,23 @@ fn import_args(chain: &Path) -> Vec<String> {
     args
 }
 
+/// The persistent states a node serves: (block, kind, size) of each.
+fn served_states(data: &Path) -> Vec<(String, String, u64)> {
+    let served: Value = serde_json::from_str(&ok(data, &["inspect", "--json", "states"])).unwrap();
+    served
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["block"].as_str().unwrap().to_string(),
+                r["kind"].as_str().unwrap().to_string(),
+                r["size"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// `inspect state --check`, which must be clean.
 fn checked_states(data: &Path) -> Value {
     let out = ok(data, &["inspect", "--json", "state", "--check"]);
@@ -194,12 +211,19 @@ fn imported_states_are_exact_equal_to_the_generators_and_survive_crashes_at_and_
 
     // Killed at a checkpoint batch (the 1st and the 3rd) and between checkpoints (after mc block 15 and 57
     // were made the last applied): the next import restores the states from the last checkpoint by
-    // applying the stored blocks again, and ends with the same stored states, exactly counted.
+    // applying the stored blocks again, and ends with the same stored states, exactly counted, and the same
+    // persistent states served.
     for (n, point) in [
         "state-checkpoint-written:1",
         "mc-block-applied:15",
         "state-checkpoint-written:3",
         "mc-block-applied:57",
+        // In the persistent save of key block 20 (after its 2nd file) and of 40 (after its 3rd), and in the
+        // rotation at key block 80 (after its 1st removal): the save resumes at the next start, the rotation
+        // is redone by the next one.
+        "persistent-state-file-written:2",
+        "persistent-state-file-written:9",
+        "persistent-state-rotated:1",
     ]
     .iter()
     .enumerate()
@@ -229,6 +253,7 @@ fn imported_states_are_exact_equal_to_the_generators_and_survive_crashes_at_and_
         let resumed = checked_states(&crashed);
         assert_eq!(resumed["states"], states["states"], "{point}");
         assert_eq!(resumed["cells"], states["cells"], "{point}");
+        assert_eq!(served_states(&crashed), served_states(&data), "{point}");
     }
 }
 

@@ -207,6 +207,25 @@ impl<'a> QueueState<'a> {
     }
 }
 
+/// The chunk BOCs of a queue state's messages, in order: multi-root BOCs of at most [`MAX_CHUNK_ROOTS`]
+/// message cells each.
+pub fn message_chunks(messages: &[tycho_types::cell::Cell]) -> Vec<Vec<u8>> {
+    messages
+        .chunks(MAX_CHUNK_ROOTS)
+        .map(|chunk| {
+            let mut boc = tycho_types::boc::ser::BocHeader::<std::hash::RandomState>::with_capacity(
+                chunk.len(),
+            );
+            for cell in chunk {
+                boc.add_root(cell.as_ref());
+            }
+            let mut bytes = Vec::new();
+            boc.encode(&mut bytes);
+            bytes
+        })
+        .collect()
+}
+
 /// Serializes a boxed `block.queueState` from a header and chunk BOCs.
 pub fn write_queue_state<C: AsRef<[u8]>>(
     header: &QueueStateHeader,

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use regolith_formats::{decode_block_id, encode_block_id, BlockId, BlockKey, HashBytes};
+use regolith_formats::{BlockId, BlockKey, HashBytes};
 use regolith_kv::{Batch, KeyRange, NameKey, RawBytes};
 
 use crate::block_handle::BlockHandle;
@@ -15,7 +15,7 @@ use crate::block_handle::BlockHandleStorage;
 use crate::block_meta::BlockFlags;
 use crate::db::CoreDb;
 use crate::error::{Result, StorageError};
-use crate::node_state::LAST_MC_BLOCK;
+use crate::node_state::{id_value, load_id, LAST_MC_BLOCK};
 use crate::tables::{
     CellRefs, Cells, CoreTables, RefCount, ShardStates, State, StateRoot, StoredBlockKey,
     StoredHash,
@@ -115,12 +115,7 @@ impl CellStorage {
     }
 
     fn get_id(&self, key: NameKey) -> Result<Option<BlockId>> {
-        match self.db.get::<State>(&key)? {
-            Some(raw) => decode_block_id(&raw.0)
-                .map(Some)
-                .map_err(|e| StorageError::corruption(format!("node state {}", key.0), e)),
-            None => Ok(None),
-        }
+        load_id(&self.db, key)
     }
 
     /// An empty batch of cell-row changes.
@@ -206,20 +201,14 @@ impl CellBatch {
 
     /// Records `mc` as the state checkpoint.
     pub fn put_checkpoint(&mut self, mc: &BlockId) {
-        self.db.batch_put::<State>(
-            &mut self.batch,
-            &STATE_CHECKPOINT,
-            &RawBytes(encode_block_id(mc).to_vec()),
-        );
+        self.db
+            .batch_put::<State>(&mut self.batch, &STATE_CHECKPOINT, &id_value(mc));
     }
 
     /// Marks the persistent states of `mc` as being written.
     pub fn put_pending_persistent(&mut self, mc: &BlockId) {
-        self.db.batch_put::<State>(
-            &mut self.batch,
-            &PENDING_PERSISTENT,
-            &RawBytes(encode_block_id(mc).to_vec()),
-        );
+        self.db
+            .batch_put::<State>(&mut self.batch, &PENDING_PERSISTENT, &id_value(mc));
     }
 
     /// Clears the mark of a pending persistent save.
@@ -236,11 +225,8 @@ impl CellBatch {
 
     /// Records `mc` as the last applied mc block, in the same batch.
     pub fn put_last_mc_block(&mut self, mc: &BlockId) {
-        self.db.batch_put::<State>(
-            &mut self.batch,
-            &LAST_MC_BLOCK,
-            &RawBytes(encode_block_id(mc).to_vec()),
-        );
+        self.db
+            .batch_put::<State>(&mut self.batch, &LAST_MC_BLOCK, &id_value(mc));
     }
 
     /// Cell bodies put so far.

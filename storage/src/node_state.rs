@@ -21,6 +21,21 @@ pub const DB_VERSION_CURRENT: [u8; 3] = [0, 2, 0];
 /// The layout (major.minor) this build migrates from when it opens a data dir for writing.
 const DB_VERSION_MIGRATED: [u8; 2] = [0, 1];
 
+/// The block id stored under `key` in the `state` table.
+pub(crate) fn load_id(db: &CoreDb, key: NameKey) -> Result<Option<BlockId>> {
+    match db.get::<State>(&key)? {
+        Some(raw) => decode_block_id(&raw.0)
+            .map(Some)
+            .map_err(|e| StorageError::corruption(format!("node state {}", key.0), e)),
+        None => Ok(None),
+    }
+}
+
+/// A block id as a `state` value (80 bytes LE).
+pub(crate) fn id_value(id: &BlockId) -> RawBytes {
+    RawBytes(encode_block_id(id).to_vec())
+}
+
 /// What the stored db version asks of the open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum VersionCheck {
@@ -41,18 +56,11 @@ impl NodeStateStorage {
     }
 
     fn get_id(&self, key: NameKey) -> Result<Option<BlockId>> {
-        match self.db.get::<State>(&key)? {
-            Some(raw) => decode_block_id(&raw.0)
-                .map(Some)
-                .map_err(|e| StorageError::corruption(format!("node state {}", key.0), e)),
-            None => Ok(None),
-        }
+        load_id(&self.db, key)
     }
 
     fn set_id(&self, key: NameKey, id: &BlockId) -> Result<()> {
-        Ok(self
-            .db
-            .put::<State>(&key, &RawBytes(encode_block_id(id).to_vec()))?)
+        Ok(self.db.put::<State>(&key, &id_value(id))?)
     }
 
     /// The last applied mc block.

@@ -13,11 +13,10 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 use regolith_formats::queue_diff::QueueDiff;
-use regolith_formats::queue_state::{write_queue_state, QueueStateHeader, MAX_CHUNK_ROOTS};
+use regolith_formats::queue_state::{message_chunks, write_queue_state, QueueStateHeader};
 use regolith_formats::BlockId;
 use regolith_state::StateStore;
 use regolith_storage::{BlockFlags, StateKind, Storage};
-use tycho_types::boc::ser::BocHeader;
 use tycho_types::boc::Boc;
 use tycho_types::cell::Cell;
 
@@ -211,7 +210,7 @@ async fn encode_shard_state(store: &StateStore, root: Cell) -> Result<Vec<u8>> {
 
 /// The served form of the queue state of block `id`: the diffs of its tail (`tail_len` of them, newest
 /// first) and their messages (newest diff first, each diff's in hash order) in chunks of at most
-/// [`MAX_CHUNK_ROOTS`] roots, zstd-compressed. Diffs and messages come from the stored blocks.
+/// 10,000 roots (`message_chunks`), zstd-compressed. Diffs and messages come from the stored blocks.
 async fn queue_state(storage: &Storage, id: &BlockId) -> Result<Vec<u8>> {
     let mut diffs: Vec<QueueDiff> = Vec::new();
     let mut messages: Vec<Cell> = Vec::new();
@@ -247,18 +246,7 @@ async fn queue_state(storage: &Storage, id: &BlockId) -> Result<Vec<u8>> {
         }
     }
     let header = QueueStateHeader::new(id.shard, id.seqno, diffs)?;
-    let chunks: Vec<Vec<u8>> = messages
-        .chunks(MAX_CHUNK_ROOTS)
-        .map(|chunk| {
-            let mut boc = BocHeader::<std::hash::RandomState>::with_capacity(chunk.len());
-            for cell in chunk {
-                boc.add_root(cell.as_ref());
-            }
-            let mut bytes = Vec::new();
-            boc.encode(&mut bytes);
-            bytes
-        })
-        .collect();
+    let chunks = message_chunks(&messages);
     let mut raw = Vec::new();
     write_queue_state(&header, &chunks, &mut raw);
     zstd::bulk::compress(&raw, STATE_ZSTD_LEVEL).context("compressing")
