@@ -71,12 +71,15 @@ pub fn collect(
             stats.kept_states += 1;
             continue;
         }
+        // A state whose root a reader pinned is skipped by the removal itself.
         if let Some(removed) = store.remove_state(id)? {
             stats.removed_states += 1;
             stats.deleted_cells += removed.deleted_cells;
             metrics::counter!("regolith_states_gc_removed_total").increment(1);
             metrics::counter!("regolith_states_gc_cells_deleted_total")
                 .increment(removed.deleted_cells);
+        } else {
+            stats.kept_states += 1;
         }
     }
     Ok(stats)

@@ -21,7 +21,7 @@ pub use chain_states::{top_shard_blocks, ChainState, ChainStates};
 pub use check::CheckReport;
 pub use config::StatesConfig;
 pub use error::StateError;
-pub use store::{RemoveStats, StateStore, WriteStats};
+pub use store::{PinnedRoot, RemoveStats, StateStore, WriteStats};
 
 /// Registers the state metrics with the installed recorder, so that a dashboard shows 0 before their first
 /// event.

@@ -48,6 +48,33 @@ pub struct StateStore {
     loader: Arc<Loader>,
     /// The one writer of the cell tables.
     writer: Arc<Mutex<()>>,
+    /// Roots readers hold (how many times each): states GC keeps the states with these roots.
+    pins: Arc<Mutex<HashMap<HashBytes, usize>>>,
+}
+
+/// A root a reader holds ([`StateStore::pin`]); states GC keeps its states until this is dropped.
+pub struct PinnedRoot {
+    pins: Arc<Mutex<HashMap<HashBytes, usize>>>,
+    root: HashBytes,
+}
+
+impl PinnedRoot {
+    /// The root held.
+    pub fn root(&self) -> &HashBytes {
+        &self.root
+    }
+}
+
+impl Drop for PinnedRoot {
+    fn drop(&mut self) {
+        let mut pins = self.pins.lock();
+        if let Entry::Occupied(mut e) = pins.entry(self.root) {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
+                e.remove();
+            }
+        }
+    }
 }
 
 impl StateStore {
@@ -56,6 +83,18 @@ impl StateStore {
         Self {
             loader: Loader::new(storage.cells().clone()),
             writer: Arc::new(Mutex::new(())),
+            pins: Arc::default(),
+        }
+    }
+
+    /// Holds the state root `root` for a reader: states GC removes no state with this root until the
+    /// returned guard is dropped. Pin the root, then read its state (a state GC removed before the pin is
+    /// simply not found).
+    pub fn pin(&self, root: &HashBytes) -> PinnedRoot {
+        *self.pins.lock().entry(*root).or_default() += 1;
+        PinnedRoot {
+            pins: self.pins.clone(),
+            root: *root,
         }
     }
 
@@ -134,13 +173,17 @@ impl StateStore {
     }
 
     /// Removes the stored state of block `id` in one batch: its row goes, its root's count drops by one, and
-    /// a cell whose count reaches 0 is deleted and lets its children go. `false` if it has no row.
+    /// a cell whose count reaches 0 is deleted and lets its children go. `None` if it has no row, or if a
+    /// reader holds its root ([`Self::pin`]).
     pub fn remove_state(&self, id: &BlockId) -> Result<Option<RemoveStats>, StateError> {
         let _writer = self.writer.lock();
         let cells = self.cells();
         let Some(root) = cells.state_root(id)? else {
             return Ok(None);
         };
+        if self.pins.lock().contains_key(&root) {
+            return Ok(None);
+        }
         let mut counts: HashMap<HashBytes, u64> = HashMap::new();
         let mut stack = vec![root];
         let mut batch = cells.batch();

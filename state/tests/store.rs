@@ -293,3 +293,39 @@ fn a_missing_cell_is_a_corruption_error_naming_it() {
     assert!(matches!(err, StateError::Corruption { .. }), "{err}");
     assert_eq!(node.stored_counts(), before);
 }
+
+#[test]
+fn states_gc_keeps_a_root_a_reader_pinned_until_the_pin_is_dropped() {
+    let node = Node::new();
+    let mut generator = generator(20);
+    let mut states = node.genesis(&generator);
+    let checkpoint = |states: &mut ChainStates, generator: &mut Generator| {
+        for (id, prev, update) in next_group(generator) {
+            states.apply(&node.store, &id, &prev, &update).unwrap();
+        }
+        node.checkpoint(states);
+    };
+    checkpoint(&mut states, &mut generator);
+    // The state of mc block 1, which GC removes once two newer checkpoints exist.
+    let first = states.mc().id;
+    let root = node.store.cells().state_root(&first).unwrap().unwrap();
+    let pin = node.store.pin(&root);
+    checkpoint(&mut states, &mut generator);
+    checkpoint(&mut states, &mut generator);
+    let stats = gc::collect(&node.store, &node.storage, 2).unwrap();
+    assert_eq!(
+        node.store.cells().state_root(&first).unwrap(),
+        Some(root),
+        "{stats:?}"
+    );
+    // The pinned state is whole and exactly counted, and readable.
+    node.assert_exact("with a pinned state");
+    let read = node.store.load_state(&first).unwrap().unwrap();
+    assert!(state_cell_counts(&[read]).len() > 10);
+    assert!(node.store.take_read_error().is_none());
+
+    drop(pin);
+    gc::collect(&node.store, &node.storage, 2).unwrap();
+    assert_eq!(node.store.cells().state_root(&first).unwrap(), None);
+    node.assert_exact("after the pin was dropped");
+}
