@@ -34,23 +34,6 @@ pub(crate) struct SaveReport {
     pub(crate) seconds: f64,
 }
 
-/// Whether the key block `mc` (of time `gen_utime`) is persistent: the first key block of a new 2^17 s
-/// window after the key block before it (or every key block, with `each_key_block_is_persistent`).
-pub(crate) fn is_persistent(storage: &Storage, mc: &BlockId, gen_utime: u32) -> Result<bool> {
-    if storage.config().each_key_block_is_persistent {
-        return Ok(true);
-    }
-    let Some(prev) = storage.handles().find_prev_key_block(mc.seqno)? else {
-        // The first key block after the zerostate: its window against the zerostate's.
-        let zerostate = storage
-            .node_state()
-            .load_zerostate_id()?
-            .and_then(|id| storage.handles().load_handle(&id).ok().flatten());
-        return Ok(zerostate.is_some_and(|z| (z.gen_utime() >> 17) != (gen_utime >> 17)));
-    };
-    Ok((prev.gen_utime() >> 17) != (gen_utime >> 17))
-}
-
 /// Writes the persistent states of the persistent key block `mc` (its states stored by its checkpoint),
 /// then finishes the save.
 pub(crate) async fn save(

@@ -161,8 +161,9 @@ impl PipelineStates {
         let mut states = applied.0;
         let mc = *group.mc_id();
         let persistent = group.mc.is_key_block()
-            && super::persistent::is_persistent(storage, &mc, group.mc.gen_utime())
-                .map_err(ApplyError::Local)?;
+            && storage
+                .handles()
+                .is_persistent_key_block_at(mc.seqno, group.mc.gen_utime())?;
         if !persistent
             && !self
                 .config

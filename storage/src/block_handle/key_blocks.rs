@@ -81,6 +81,18 @@ impl BlockHandleStorage {
         }
     }
 
+    /// Whether the key block `seqno` with time `gen_utime` is persistent: its 2^17 s window differs from that
+    /// of the key block before it (the zerostate is the first key block), or every key block is with
+    /// `each_key_block_is_persistent`. The oldest key block is never persistent.
+    pub fn is_persistent_key_block_at(&self, seqno: u32, gen_utime: u32) -> Result<bool> {
+        if self.each_key_block_is_persistent {
+            return Ok(true);
+        }
+        Ok(self
+            .find_prev_key_block(seqno)?
+            .is_some_and(|prev| is_persistent_key_block(gen_utime, prev.gen_utime())))
+    }
+
     /// The persistent key block strictly below `seqno` (the oldest key block is never returned).
     pub fn find_prev_persistent_key_block(&self, seqno: u32) -> Result<Option<BlockHandle>> {
         let Some(mut current) = self.find_prev_key_block(seqno)? else {
