@@ -224,6 +224,8 @@ fn imported_states_are_exact_equal_to_the_generators_and_survive_crashes_at_and_
         "persistent-state-file-written:2",
         "persistent-state-file-written:9",
         "persistent-state-rotated:1",
+        // Between two states-GC batches (after the 3rd state removed).
+        "states-gc-removed:3",
     ]
     .iter()
     .enumerate()

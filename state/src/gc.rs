@@ -25,10 +25,12 @@ pub struct StatesGcStats {
 }
 
 /// Removes the states that are not kept (see the module doc); `keep_checkpoints` is at least 1.
+/// `after_each` runs after each state's batch (the node's crash point between them).
 pub fn collect(
     store: &StateStore,
     storage: &Storage,
     keep_checkpoints: usize,
+    mut after_each: impl FnMut(),
 ) -> Result<StatesGcStats, StateError> {
     let roots = store.cells().state_roots()?;
     let mut mc: Vec<&BlockId> = roots
@@ -78,6 +80,7 @@ pub fn collect(
             metrics::counter!("regolith_states_gc_removed_total").increment(1);
             metrics::counter!("regolith_states_gc_cells_deleted_total")
                 .increment(removed.deleted_cells);
+            after_each();
         } else {
             stats.kept_states += 1;
         }

@@ -176,7 +176,7 @@ fn applying_a_generated_chain_reaches_its_roots_with_exact_counts_through_checkp
         if seqno % 4 == 0 {
             node.checkpoint(&mut states);
             node.assert_exact(&format!("checkpoint at mc {seqno}"));
-            let stats = gc::collect(&node.store, &node.storage, 2).unwrap();
+            let stats = gc::collect(&node.store, &node.storage, 2, || {}).unwrap();
             removed += stats.removed_states;
             node.assert_exact(&format!("GC after mc {seqno}"));
             // Kept: the zerostates and the last two checkpoints (mc state and its shard tops).
@@ -312,7 +312,7 @@ fn states_gc_keeps_a_root_a_reader_pinned_until_the_pin_is_dropped() {
     let pin = node.store.pin(&root);
     checkpoint(&mut states, &mut generator);
     checkpoint(&mut states, &mut generator);
-    let stats = gc::collect(&node.store, &node.storage, 2).unwrap();
+    let stats = gc::collect(&node.store, &node.storage, 2, || {}).unwrap();
     assert_eq!(
         node.store.cells().state_root(&first).unwrap(),
         Some(root),
@@ -325,7 +325,7 @@ fn states_gc_keeps_a_root_a_reader_pinned_until_the_pin_is_dropped() {
     assert!(node.store.take_read_error().is_none());
 
     drop(pin);
-    gc::collect(&node.store, &node.storage, 2).unwrap();
+    gc::collect(&node.store, &node.storage, 2, || {}).unwrap();
     assert_eq!(node.store.cells().state_root(&first).unwrap(), None);
     node.assert_exact("after the pin was dropped");
 }

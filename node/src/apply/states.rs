@@ -219,7 +219,10 @@ impl PipelineStates {
         );
         states.reload(&self.store).map_err(local)?;
         let keep = self.config.keep_checkpoints.max(1) as usize;
-        let removed = gc::collect(&self.store, storage, keep).map_err(local)?;
+        let removed = gc::collect(&self.store, storage, keep, || {
+            crate::crash::point("states-gc-removed");
+        })
+        .map_err(local)?;
         if removed.removed_states > 0 {
             tracing::debug!(
                 removed = removed.removed_states,
