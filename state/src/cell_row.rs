@@ -5,6 +5,9 @@
 
 use tycho_types::cell::{CellDescriptor, DynCell, HashBytes, LevelMask};
 
+/// The longest body: descriptor, bit length, depth, 128 data bytes, three lower levels, four children.
+pub(crate) const MAX_BODY_LEN: usize = 6 + 128 + 3 * (32 + 2) + 4 * 32;
+
 /// A decoded row: everything a cell needs but its children's cells.
 pub(crate) struct CellRow {
     pub(crate) descriptor: CellDescriptor,

@@ -14,6 +14,9 @@ pub struct StatesConfig {
     pub max_fresh_cells: u64,
     /// Checkpoints whose states GC keeps (at least 1).
     pub keep_checkpoints: u32,
+    /// Cell rows per batch of a state import (genesis, cold boot, `import --states`); the import resumes
+    /// from the last batch written after a crash.
+    pub import_batch_cells: u32,
 }
 
 impl Default for StatesConfig {
@@ -22,6 +25,7 @@ impl Default for StatesConfig {
             checkpoint_every: 100,
             max_fresh_cells: 500_000,
             keep_checkpoints: 2,
+            import_batch_cells: 100_000,
         }
     }
 }
@@ -33,6 +37,7 @@ impl StatesConfig {
             ("states.checkpoint_every", self.checkpoint_every == 0),
             ("states.max_fresh_cells", self.max_fresh_cells == 0),
             ("states.keep_checkpoints", self.keep_checkpoints == 0),
+            ("states.import_batch_cells", self.import_batch_cells == 0),
         ];
         match zero.iter().find(|(_, is_zero)| *is_zero) {
             Some((name, _)) => Err(crate::StateError::Inconsistent(format!(

@@ -5,6 +5,7 @@
 //! - [`StateStore`]: reads stored states lazily ([`StateStore::load_state`]), stores states in one batch
 //!   ([`StateStore::write_states`]) and removes one ([`StateStore::remove_state`]).
 //! - [`ChainStates`]: the newest states; [`ChainStates::apply`] checks and applies a block's update.
+//! - [`import::import_states`]: a whole state imported through a journal, [`import::resume`] after a crash.
 //! - [`gc::collect`]: states GC; [`check::check`]: the checker (`regolith inspect state --check`).
 //! - [`StatesConfig`]: the `states` section of a node's config.
 
@@ -14,6 +15,7 @@ pub mod check;
 mod config;
 mod error;
 pub mod gc;
+pub mod import;
 mod store;
 mod stored_cell;
 
@@ -31,6 +33,8 @@ pub fn register_metrics() {
     let _ = metrics::counter!("regolith_states_checkpoint_bytes_total");
     let _ = metrics::histogram!("regolith_states_checkpoint_seconds");
     let _ = metrics::histogram!("regolith_states_apply_seconds");
+    let _ = metrics::counter!("regolith_states_imported_cells_total");
+    let _ = metrics::histogram!("regolith_states_import_seconds");
     let _ = metrics::counter!("regolith_states_gc_removed_total");
     let _ = metrics::counter!("regolith_states_gc_cells_deleted_total");
     let _ = metrics::counter!("regolith_states_persistent_bytes_total");

@@ -98,6 +98,11 @@ impl StateStore {
         }
     }
 
+    /// The lock of the one writer of the cell tables.
+    pub(crate) fn writer(&self) -> &Mutex<()> {
+        &self.writer
+    }
+
     /// The cell rows.
     pub fn cells(&self) -> &CellStorage {
         self.loader.cells()
@@ -240,20 +245,24 @@ impl StateStore {
 
 /// The cells one write reaches: the new ones with their bodies, the stored ones with the references added.
 #[derive(Default)]
-struct WriteWalk {
-    entries: HashMap<HashBytes, WalkEntry>,
+pub(crate) struct WriteWalk {
+    pub(crate) entries: HashMap<HashBytes, WalkEntry>,
     body: Vec<u8>,
 }
 
-struct WalkEntry {
+pub(crate) struct WalkEntry {
     /// The body of a cell not stored yet.
-    body: Option<Box<[u8]>>,
+    pub(crate) body: Option<Box<[u8]>>,
     /// References (and roots) added.
-    delta: u64,
+    pub(crate) delta: u64,
 }
 
 impl WriteWalk {
-    fn add_root(&mut self, cells: &CellStorage, root: &DynCell) -> Result<(), StateError> {
+    pub(crate) fn add_root(
+        &mut self,
+        cells: &CellStorage,
+        root: &DynCell,
+    ) -> Result<(), StateError> {
         let mut stack = vec![root];
         while let Some(cell) = stack.pop() {
             let hash = *cell.repr_hash();

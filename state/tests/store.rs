@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use regolith_chain::{state_cell_counts, ChainShape, Generator};
 use regolith_formats::{BlockId, HashBytes, ParsedBlock};
-use regolith_state::{check, gc, ChainStates, StateError, StateStore};
+use regolith_state::{check, gc, import, ChainStates, StateError, StateStore};
 use regolith_storage::tables::{Cells, StoredHash};
 use regolith_storage::{BlockHandle, NewBlockMeta, Storage, StorageConfig};
 use regolith_test_support::fixture_bytes;
@@ -328,4 +328,150 @@ fn states_gc_keeps_a_root_a_reader_pinned_until_the_pin_is_dropped() {
     gc::collect(&node.store, &node.storage, 2, || {}).unwrap();
     assert_eq!(node.store.cells().state_root(&first).unwrap(), None);
     node.assert_exact("after the pin was dropped");
+}
+
+/// Imports `states` through the journal, `batch_cells` rows a batch, with a "crash" (a panic that leaves the
+/// rows as they are) after batch `crash_after`, if it comes; then resumes as a restart does. The number of
+/// batches of the import that was interrupted (or of the whole import).
+fn import_with_crash(
+    node: &Node,
+    states: &[(BlockHandle, Cell)],
+    checkpoint: &BlockId,
+    batch_cells: usize,
+    crash_after: u64,
+) -> u64 {
+    let dir = node._dir.path().join("state_import");
+    let mut written = 0u64;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        import::import_states(
+            &node.store,
+            &dir,
+            states,
+            Some(checkpoint),
+            batch_cells,
+            || {
+                written += 1;
+                if written == crash_after {
+                    panic!("crash point");
+                }
+            },
+        )
+    }));
+    match outcome {
+        Ok(stats) => stats.unwrap().batches,
+        Err(_) => {
+            // The interrupted import: its journal is open and the checker says the counts are not final.
+            assert!(import::is_open(&node.store).unwrap());
+            let report = check::check(node.store.cells()).unwrap();
+            assert!(report
+                .first_mismatch
+                .unwrap()
+                .contains("a state import is open"));
+            assert!(dir.join("state-import.delta").exists());
+            // A restart: a new store over the same rows resumes from the journal's cursor.
+            let store = StateStore::new(&node.storage);
+            let resumed = import::resume(&store, &node.storage, &dir, batch_cells, || {})
+                .unwrap()
+                .expect("an open import is resumed");
+            assert!(resumed.batches >= 1);
+            assert!(!import::is_open(&node.store).unwrap());
+            assert!(!dir.join("state-import.delta").exists());
+            crash_after
+        }
+    }
+}
+
+#[test]
+fn a_journaled_import_interrupted_after_any_batch_resumes_to_the_oracles_counts() {
+    let mut generator = generator(12);
+    let mut zerostates = vec![(generator.genesis.mc.id, generator.genesis.mc.root.clone())];
+    for shard in &generator.genesis.shards {
+        zerostates.push((shard.id, shard.root.clone()));
+    }
+    let zero_mc = generator.genesis.mc.id;
+    // The state of mc 10 in memory, applied on a store that is thrown away (the import's second state).
+    let scratch = Node::new();
+    let mut later = scratch.genesis(&generator);
+    for _ in 1..=10u32 {
+        for (id, prev, update) in next_group(&mut generator) {
+            later.apply(&scratch.store, &id, &prev, &update).unwrap();
+        }
+    }
+    let mut crash_after = 1u64;
+    loop {
+        let node = Node::new();
+        let first: Vec<(BlockHandle, Cell)> = zerostates
+            .iter()
+            .map(|(id, root)| (node.handle(id), root.clone()))
+            .collect();
+        let batches = import_with_crash(&node, &first, &zero_mc, 40, crash_after);
+        node.assert_exact(&format!(
+            "the zerostates imported, crash after batch {crash_after}"
+        ));
+        assert_eq!(node.store.cells().checkpoint().unwrap(), Some(zero_mc));
+        for (handle, root) in &first {
+            assert!(handle.has_state());
+            assert_eq!(
+                node.store.cells().state_root(handle.id()).unwrap(),
+                Some(*root.repr_hash())
+            );
+        }
+        // A second import over stored cells: shared cells get their counts raised, not stored again.
+        let second: Vec<(BlockHandle, Cell)> = std::iter::once(later.mc())
+            .chain(later.shards())
+            .map(|s| (node.handle(&s.id), s.root.clone()))
+            .collect();
+        let second_batches = import_with_crash(&node, &second, &later.mc().id, 40, crash_after);
+        node.assert_exact(&format!("mc 10 imported, crash after batch {crash_after}"));
+        assert_eq!(
+            node.store.cells().checkpoint().unwrap(),
+            Some(later.mc().id)
+        );
+        let loaded = ChainStates::load(&node.store, &later.mc().id).unwrap();
+        assert_eq!(loaded.mc().root.repr_hash(), later.mc().root.repr_hash());
+        if crash_after > batches.max(second_batches) {
+            break;
+        }
+        crash_after += 1;
+    }
+    assert!(
+        crash_after > 3,
+        "the imports took too few batches to crash between them"
+    );
+}
+
+#[test]
+fn a_delta_file_without_a_journal_is_removed_and_a_damaged_one_is_refused() {
+    let node = Node::new();
+    let generator = generator(1);
+    let genesis = &generator.genesis;
+    let dir = node._dir.path().join("state_import");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("state-import.delta"),
+        b"left by a crash before the journal",
+    )
+    .unwrap();
+    assert!(import::resume(&node.store, &node.storage, &dir, 10, || {})
+        .unwrap()
+        .is_none());
+    assert!(!dir.join("state-import.delta").exists());
+    // Interrupt an import, then damage its delta file: the resume refuses it and names the file.
+    let states = vec![(node.handle(&genesis.mc.id), genesis.mc.root.clone())];
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        import::import_states(&node.store, &dir, &states, None, 10, || {
+            panic!("crash point")
+        })
+    }));
+    assert!(outcome.is_err());
+    let path = dir.join("state-import.delta");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = import::resume(&node.store, &node.storage, &dir, 10, || {})
+        .expect_err("a damaged delta file is refused")
+        .to_string();
+    assert!(err.contains("state-import.delta"), "{err}");
+    assert!(import::is_open(&node.store).unwrap(), "the journal stays");
 }

@@ -25,6 +25,8 @@ use crate::tables::{
 const STATE_CHECKPOINT: NameKey = NameKey("state_checkpoint");
 /// The persistent key block whose persistent states are being written (state.md §7.4).
 const PENDING_PERSISTENT: NameKey = NameKey("pending_persistent");
+/// The journal of a state import in progress (state.md §7.6); its bytes are the state crate's.
+const STATE_IMPORT: NameKey = NameKey("state_import");
 
 /// Typed access to the cell rows of the `core` database.
 #[derive(Clone)]
@@ -112,6 +114,11 @@ impl CellStorage {
     /// The persistent key block whose persistent states are being written, if a save is pending.
     pub fn pending_persistent(&self) -> Result<Option<BlockId>> {
         self.get_id(PENDING_PERSISTENT)
+    }
+
+    /// The journal of a state import in progress, if one is open.
+    pub fn import_journal(&self) -> Result<Option<Vec<u8>>> {
+        Ok(self.db.get::<State>(&STATE_IMPORT)?.map(|v| v.0))
     }
 
     fn get_id(&self, key: NameKey) -> Result<Option<BlockId>> {
@@ -215,6 +222,18 @@ impl CellBatch {
     pub fn clear_pending_persistent(&mut self) {
         self.db
             .batch_delete::<State>(&mut self.batch, &PENDING_PERSISTENT);
+    }
+
+    /// Records the journal of a state import in progress.
+    pub fn put_import_journal(&mut self, journal: &[u8]) {
+        self.db
+            .batch_put::<State>(&mut self.batch, &STATE_IMPORT, &RawBytes(journal.to_vec()));
+    }
+
+    /// Closes the journal of a state import.
+    pub fn clear_import_journal(&mut self) {
+        self.db
+            .batch_delete::<State>(&mut self.batch, &STATE_IMPORT);
     }
 
     /// Adds `flags` to the handle, stored in this batch.

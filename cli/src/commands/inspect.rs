@@ -79,6 +79,9 @@ pub async fn run(data: &DataDir, args: InspectArgs) -> Result<()> {
             let value = shard_states(&storage, check)?;
             if let Some(mismatch) = value["check"]["first_mismatch"].as_str() {
                 print(&value, json);
+                if value["import_open"] == true {
+                    bail!("the stored states are not final: {mismatch}");
+                }
                 bail!("the stored states are damaged: {mismatch}");
             }
             value
@@ -205,6 +208,7 @@ pub fn shard_states(storage: &Storage, check: bool) -> Result<Value> {
         .collect();
     let mut value = json!({
         "checkpoint": cells.checkpoint()?.map(|id| id.to_string()),
+        "import_open": cells.import_journal()?.is_some(),
         "states": roots,
     });
     if check {

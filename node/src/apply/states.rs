@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context};
 use regolith_formats::{BlockId, ParsedBlock};
-use regolith_state::{gc, ChainStates, StateError, StateStore, StatesConfig};
+use regolith_state::{gc, import, ChainStates, StateError, StateStore, StatesConfig};
 use regolith_storage::{BlockHandle, StateKind, Storage};
 use tycho_types::cell::Cell;
 
@@ -83,6 +83,7 @@ impl PipelineStates {
         if self.states.as_ref().is_some_and(|s| s.mc().id == *last) {
             return Ok(self.states.as_ref().expect("checked"));
         }
+        self.resume_import(storage).await?;
         let checkpoint = match storage.cells().checkpoint()? {
             Some(checkpoint) => checkpoint,
             None => self.store_first_states(storage).await?,
@@ -250,15 +251,29 @@ impl PipelineStates {
         for top in &tops {
             states.push((handle(storage, top)?, read_state_file(storage, top).await?));
         }
-        let written = self
-            .store
-            .write_states(&states, &format!("the first mc block {first}"), |batch| {
-                batch.put_checkpoint(&first);
-            })
-            .map_err(local)?;
+        let (store, dir) = (self.store.clone(), import_dir(storage));
+        let batch_cells = self.config.import_batch_cells as usize;
+        let checkpoint = first;
+        let written = tokio::task::spawn_blocking(move || {
+            import::import_states(
+                &store,
+                &dir,
+                &states,
+                Some(&checkpoint),
+                batch_cells,
+                || {
+                    crate::crash::point("state-import-batch-written");
+                },
+            )
+        })
+        .await
+        .map_err(|e| local_msg(&format!("the state import ended abnormally: {e}")))?
+        .map_err(local)?;
+        record_import(&written);
         tracing::info!(
             block = %first,
             cells = written.new_cells,
+            batches = written.batches,
             bytes = written.bytes,
             seconds = started.elapsed().as_secs_f64(),
             cells_per_s = written.new_cells as f64 / started.elapsed().as_secs_f64().max(1e-9),
@@ -266,6 +281,41 @@ impl PipelineStates {
         );
         Ok(first)
     }
+
+    /// Finishes a state import a crash interrupted (state.md §7.6), before anything reads the cell rows.
+    async fn resume_import(&self, storage: &Storage) -> Result<(), ApplyError> {
+        let (store, storage, dir) = (self.store.clone(), storage.clone(), import_dir(storage));
+        let batch_cells = self.config.import_batch_cells as usize;
+        let resumed = tokio::task::spawn_blocking(move || {
+            import::resume(&store, &storage, &dir, batch_cells, || {
+                crate::crash::point("state-import-batch-written");
+            })
+        })
+        .await
+        .map_err(|e| local_msg(&format!("the state import ended abnormally: {e}")))?
+        .map_err(local)?;
+        if let Some(written) = resumed {
+            record_import(&written);
+            tracing::info!(
+                states = written.states,
+                cells = written.new_cells,
+                batches = written.batches,
+                seconds = written.seconds,
+                "finished the state import a restart interrupted"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Where a state import keeps its delta file.
+pub(crate) fn import_dir(storage: &Storage) -> std::path::PathBuf {
+    storage.config().root_dir.join("state_import")
+}
+
+fn record_import(written: &import::ImportStats) {
+    metrics::counter!("regolith_states_imported_cells_total").increment(written.new_cells);
+    metrics::histogram!("regolith_states_import_seconds").record(written.seconds);
 }
 
 /// Applies the state update of one block.
