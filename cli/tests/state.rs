@@ -342,3 +342,222 @@ fn a_signed_block_whose_state_update_does_not_follow_is_refused_with_its_group()
     let states = checked_states(&data);
     assert_ne!(states["checkpoint"], Value::Null, "{states}");
 }
+
+/// The state issue's acceptance, with processes as a user runs them: a node syncs a generated chain of 10,000
+/// accounts a chain from genesis (key block every 100 mc blocks, persistent every 2nd, so persistent key blocks
+/// 200, 400, 600 and 800 and a rotation) from a server that imported it, and makes the persistent states of
+/// every persistent key block itself, each with the root of the generator's state file for the same block;
+/// then, with that server gone, a fresh node cold-boots from the newest of them, served by that node only, and
+/// follows the chain to its tip.
+#[test]
+fn a_node_synced_from_genesis_makes_the_persistent_states_a_fresh_node_cold_boots_from() {
+    use regolith_test_support::{free_tcp_port, free_udp_port, wait_until};
+    use std::time::Duration;
+
+    const TIP: u32 = 900;
+    let dir = tempfile::tempdir().unwrap();
+    let chain = dir.path().join("chain");
+    let base = zerostate_path();
+    ok(
+        &dir.path().join("unused"),
+        &[
+            "chain",
+            "generate",
+            "--out",
+            chain.to_str().unwrap(),
+            "--base-zerostate",
+            base.to_str().unwrap(),
+            "--mc-blocks",
+            &TIP.to_string(),
+            "--key-block-every",
+            "100",
+            "--rotate-every",
+            "2",
+            "--shards",
+            "2",
+            "--messages",
+            "4",
+            "--accounts",
+            "10000",
+            "--seed",
+            "23",
+        ],
+    );
+    let zerostate = chain.join("zerostate.boc");
+    // A node with its own addresses, quick discovery, and the given bootstrap peers.
+    let make_node = |name: &str, peers: &[&Path], boot: Option<Value>| -> (PathBuf, u16) {
+        let data = dir.path().join(name);
+        let metrics = free_tcp_port();
+        ok(
+            &data,
+            &[
+                "init",
+                "--zerostate",
+                zerostate.to_str().unwrap(),
+                "--listen",
+                &format!("127.0.0.1:{}", free_udp_port()),
+                "--metrics",
+                &format!("127.0.0.1:{metrics}"),
+            ],
+        );
+        edit_node_config(&data, |config| {
+            let (overlay, dht) = regolith_rpc::network::quick_discovery();
+            config["overlay"] = serde_json::to_value(overlay).unwrap();
+            config["dht"] = serde_json::to_value(dht).unwrap();
+            if let Some(boot) = boot {
+                config["boot"] = boot;
+            }
+        });
+        let global_path = data.join("global.json");
+        let mut global: Value =
+            serde_json::from_slice(&std::fs::read(&global_path).unwrap()).unwrap();
+        for peer in peers {
+            let theirs: Value =
+                serde_json::from_slice(&std::fs::read(peer.join("global.json")).unwrap()).unwrap();
+            let peer_info = theirs["bootstrap_peers"][0].clone();
+            global["bootstrap_peers"]
+                .as_array_mut()
+                .unwrap()
+                .push(peer_info);
+        }
+        std::fs::write(&global_path, global.to_string()).unwrap();
+        (data, metrics)
+    };
+    let height = |port: u16| metric(port, "regolith_sync_last_applied_mc_seqno").map(|v| v as u32);
+
+    // The server imports the chain's blocks (its states are its own business).
+    let (server, _) = make_node("server", &[], None);
+    let args = import_args(&chain);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&server, &args);
+    let server_run = spawn_run(&server);
+
+    // The node syncs from genesis, applying every state update, and writes its persistent states.
+    let (synced, synced_metrics) = make_node(
+        "synced",
+        &[&server],
+        Some(serde_json::json!({"type": "genesis"})),
+    );
+    let synced_run = spawn_run(&synced);
+    wait_until(
+        "the node did not sync to the tip from genesis",
+        Duration::from_secs(900),
+        Duration::from_millis(500),
+        || height(synced_metrics) == Some(TIP),
+    );
+    wait_until(
+        "the node did not write the persistent states of its 4 persistent key blocks",
+        Duration::from_secs(300),
+        Duration::from_millis(500),
+        || metric(synced_metrics, "regolith_states_persistent_seconds_count") == Some(4.0),
+    );
+    stop_within(server_run.child, Duration::from_secs(60));
+
+    // A fresh node that knows only the synced node cold-boots from its newest persistent state.
+    let (fresh, fresh_metrics) = make_node("fresh", &[&synced], None);
+    let fresh_run = spawn_run(&fresh);
+    wait_until(
+        "the fresh node did not follow the chain to its tip",
+        Duration::from_secs(600),
+        Duration::from_millis(500),
+        || height(fresh_metrics) == Some(TIP),
+    );
+    stop_within(fresh_run.child, Duration::from_secs(60));
+    stop_within(synced_run.child, Duration::from_secs(60));
+
+    // What the synced node serves: the zerostates and, rotated as stock rotates them, the states of the
+    // persistent key blocks 400, 600 and 800 (mc and both shards; shard and queue state each), each made
+    // by the node: the roots of the generator's files, and the generator's queue states byte for byte.
+    let served: Value =
+        serde_json::from_str(&ok(&synced, &["inspect", "--json", "states"])).unwrap();
+    let mut mc_blocks = Vec::new();
+    let mut compared = 0;
+    for record in served.as_array().unwrap() {
+        let file = Path::new(record["file"].as_str().unwrap());
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(StateObject::State(id, kind, StatePart::Unsplit)) = parse_state_object_name(&name)
+        else {
+            panic!("an unexpected state file {name}");
+        };
+        if id.seqno == 0 {
+            continue;
+        }
+        if id.is_masterchain() && kind == StateKind::Shard {
+            mc_blocks.push(id.seqno);
+        }
+        let ours = zstd::decode_all(std::fs::File::open(file).unwrap()).unwrap();
+        let theirs =
+            zstd::decode_all(std::fs::File::open(chain.join("states").join(&name)).unwrap())
+                .unwrap();
+        match kind {
+            StateKind::Shard => assert_eq!(
+                tycho_types::boc::Boc::decode(&ours).unwrap().repr_hash(),
+                tycho_types::boc::Boc::decode(&theirs).unwrap().repr_hash(),
+                "{name}"
+            ),
+            StateKind::Queue => assert!(ours == theirs, "{name}: the queue states differ"),
+        }
+        compared += 1;
+    }
+    mc_blocks.sort_unstable();
+    assert_eq!(mc_blocks, vec![400, 600, 800], "{served}");
+    assert_eq!(
+        compared, 18,
+        "3 key blocks × (mc + 2 shards) × (shard + queue)"
+    );
+    // 10,000 accounts a chain: the mc state alone has tens of thousands of cells.
+    let synced_states = checked_states(&synced);
+    assert!(
+        synced_states["cells"].as_u64().unwrap() > 100_000,
+        "{synced_states}"
+    );
+
+    // The fresh node booted from key block 800 (the states it downloaded are the ones it serves) and holds
+    // the same states at the tip as the node that synced from genesis.
+    let fresh_served: Value =
+        serde_json::from_str(&ok(&fresh, &["inspect", "--json", "states"])).unwrap();
+    let fresh_mc: Vec<u64> = fresh_served
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "shard" && r["block"].as_str().unwrap().starts_with("-1:"))
+        .map(|r| {
+            r["block"]
+                .as_str()
+                .unwrap()
+                .split(':')
+                .nth(2)
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert!(fresh_mc.contains(&800), "{fresh_served}");
+    let fresh_states = checked_states(&fresh);
+    assert_eq!(fresh_states["checkpoint"], synced_states["checkpoint"]);
+    let roots_at_tip = |states: &Value| -> Vec<Value> {
+        let checkpoint = states["checkpoint"].as_str().unwrap().to_string();
+        states["states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["block"] == checkpoint.as_str())
+            .cloned()
+            .collect()
+    };
+    assert_eq!(roots_at_tip(&fresh_states), roots_at_tip(&synced_states));
+    assert!(!roots_at_tip(&fresh_states).is_empty());
+    // Every state both nodes store has the same root in each.
+    let synced_roots = synced_states["states"].as_array().unwrap();
+    let mut common = 0;
+    for state in fresh_states["states"].as_array().unwrap() {
+        if let Some(theirs) = synced_roots.iter().find(|s| s["block"] == state["block"]) {
+            assert_eq!(theirs["root"], state["root"], "{}", state["block"]);
+            common += 1;
+        }
+    }
+    assert!(
+        common >= 3,
+        "the tip's mc state and its two top shard states"
+    );
+}
