@@ -83,6 +83,10 @@ async fn answer(api: &Api, body: &[u8]) -> Answer {
         );
     }
     let Some(method) = Method::from_name(&envelope.method) else {
+        // The subscription methods are listed by getCapabilities (api.md §4) but not served here.
+        if crate::methods::is_subscription(&envelope.method) {
+            return (id, None, Err(ApiError::not_supported()));
+        }
         return (id, None, Err(ApiError::unknown_method()));
     };
     let result = call(api, method, envelope.params.get()).await;

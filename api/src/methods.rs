@@ -111,6 +111,11 @@ const SUBSCRIPTION_CAPABILITIES: [&str; 6] = [
     "stream",
 ];
 
+/// Whether `name` is one of the subscription entries of the capabilities list (not served: -32002).
+pub(crate) fn is_subscription(name: &str) -> bool {
+    SUBSCRIPTION_CAPABILITIES.contains(&name)
+}
+
 /// A getContractState answer (api.md §4).
 #[derive(Debug, Clone)]
 pub(crate) enum ContractState {
