@@ -80,7 +80,8 @@ pub struct AccountLookup {
     pub entry: Option<ShardAccount>,
 }
 
-/// The blockchain config of the latest key block (api.md §4 getBlockchainConfig).
+/// The blockchain config of the latest key block (api.md §4 getBlockchainConfig, §10.8: complete, with
+/// params 8, 15 and 34, which nekoton needs).
 #[derive(Debug, Clone)]
 pub struct ConfigSnapshot {
     /// The network's global id.

@@ -1,6 +1,7 @@
 //! Value encodings of the JSON API (api.md §3): lt values as decimal strings, BOCs as padded standard base64,
-//! block ids as `wc:shard:seqno:root:file`. Addresses (`wc:hex`) and hashes (hex) use tycho-types' own serde
-//! forms, which are exactly those of §3.
+//! block ids as `wc:shard:seqno:root:file`. Addresses (`wc:hex`, lowercase out, standard only) and hashes
+//! (hex, either case in, lowercase out) use tycho-types' own serde forms, which are exactly those of §3 and
+//! §10.6.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;

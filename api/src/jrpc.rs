@@ -40,8 +40,8 @@ pub(crate) async fn handle(api: &Api, body: Result<Bytes, String>) -> Bytes {
     bytes
 }
 
-/// The envelope (api.md §2): all four fields required, `id` an i64, `params` kept raw until the method is
-/// known.
+/// The envelope (api.md §2): all four fields required, `id` an i64 (§10.4: a string or a float is -32600),
+/// `params` kept raw until the method is known; unknown top-level keys are ignored.
 #[derive(Deserialize)]
 struct Envelope<'a> {
     #[serde(borrow)]
@@ -118,6 +118,7 @@ async fn call(api: &Api, method: Method, raw: &str) -> Result<Box<RawValue>, Api
         Method::GetBlockchainConfig => {
             params::<EmptyParams>(raw)?;
             let config = api.blockchain_config().await?;
+            // api.md §10.8: the whole config cell (address + params reference), `seqno` the key block's.
             to_raw(&BlockchainConfig {
                 global_id: config.global_id,
                 seqno: config.seqno,
@@ -260,7 +261,7 @@ fn error_bytes(id: Option<i64>, error: &ApiError) -> Bytes {
 
 // === Parameters (api.md §4; unknown keys are ignored, §10.4) ===
 
-/// `null` or an object (api.md §2: parameterless methods).
+/// `null` or an object (api.md §2 parameterless methods, §10.4: `params: null` must be accepted).
 struct EmptyParams;
 
 impl<'de> Deserialize<'de> for EmptyParams {
@@ -304,7 +305,8 @@ struct BlockParams {
     block_id: BlockId,
 }
 
-/// api.md §4: `limit` is a u8, so above 255 is -32602 and 101..=255 is -32004.
+/// api.md §4, §10.5: `limit` is a u8, so above 255 is -32602 and 101..=255 is -32004; the bound is
+/// inclusive and the list newest first (the backend's contract).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct TransactionsListParams {
@@ -314,6 +316,7 @@ struct TransactionsListParams {
     last_transaction_lt: Option<u64>,
 }
 
+/// api.md §10.6: hashes are hex in either case (tycho-types' serde form), never base64.
 #[derive(Deserialize)]
 struct TransactionParams {
     id: HashBytes,
@@ -393,6 +396,7 @@ impl From<GenTimings> for TimingsJson {
     }
 }
 
+/// api.md §10.2, §10.6: `lt` a string, `hash` lowercase hex (tycho-types' serde form of a hash).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct LastTransactionId {

@@ -74,3 +74,116 @@ pub(crate) fn record(
         metrics::counter!(ERROR_CODES, "code" => code.to_string()).increment(1);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use metrics::{
+        Counter, CounterFn, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
+        SharedString, Unit,
+    };
+
+    use super::*;
+
+    /// Every series by its name and sorted labels: counters' values, histograms' sample counts.
+    #[derive(Default)]
+    struct Capture {
+        series: Mutex<BTreeMap<String, Arc<Series>>>,
+    }
+
+    #[derive(Default)]
+    struct Series(AtomicU64);
+
+    impl CounterFn for Series {
+        fn increment(&self, value: u64) {
+            self.0.fetch_add(value, Ordering::Relaxed);
+        }
+        fn absolute(&self, value: u64) {
+            self.0.store(value, Ordering::Relaxed);
+        }
+    }
+
+    impl HistogramFn for Series {
+        fn record(&self, _value: f64) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    impl Capture {
+        fn series(&self, key: &Key) -> Arc<Series> {
+            let mut labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            labels.sort();
+            let name = format!("{}{{{}}}", key.name(), labels.join(","));
+            self.series.lock().unwrap().entry(name).or_default().clone()
+        }
+
+        fn value(&self, name: &str) -> Option<u64> {
+            let series = self.series.lock().unwrap();
+            series.get(name).map(|s| s.0.load(Ordering::Relaxed))
+        }
+    }
+
+    impl Recorder for Capture {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            Counter::from_arc(self.series(key))
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::from_arc(self.series(key))
+        }
+    }
+
+    #[test]
+    fn every_series_is_registered_at_zero_and_answers_are_counted() {
+        let capture = Capture::default();
+        metrics::with_local_recorder(&capture, || {
+            register_metrics();
+            record("jrpc", "getStatus", None, Duration::from_millis(1));
+            record(
+                "proto",
+                "getContractState",
+                Some(-32602),
+                Duration::from_millis(2),
+            );
+        });
+        let requests = |method: &str, protocol: &str| {
+            capture.value(&format!(
+                "{REQUESTS}{{method={method},protocol={protocol}}}"
+            ))
+        };
+        let errors = |method: &str, protocol: &str| {
+            capture.value(&format!("{ERRORS}{{method={method},protocol={protocol}}}"))
+        };
+        assert_eq!(requests("getStatus", "jrpc"), Some(1));
+        assert_eq!(requests("getContractState", "proto"), Some(1));
+        assert_eq!(requests("getTransactionBlockId", "proto"), Some(0));
+        assert_eq!(requests(NO_METHOD, "jrpc"), Some(0));
+        assert_eq!(errors("getContractState", "proto"), Some(1));
+        assert_eq!(errors("getStatus", "jrpc"), Some(0));
+        assert_eq!(
+            capture.value(&format!("{ERROR_CODES}{{code=-32602}}")),
+            Some(1)
+        );
+        assert_eq!(
+            capture.value(&format!("{ERROR_CODES}{{code=-32004}}")),
+            Some(0)
+        );
+        assert_eq!(
+            capture.value(&format!("{LATENCY}{{method=getStatus,protocol=jrpc}}")),
+            Some(1)
+        );
+        assert_eq!(capture.value(&format!("{RATE_LIMITED}{{}}")), Some(0));
+        assert_eq!(capture.value(&format!("{UNSUPPORTED_MEDIA}{{}}")), Some(0));
+    }
+}

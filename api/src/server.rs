@@ -164,7 +164,7 @@ async fn handle_post(State(state): State<Arc<RouteState>>, request: Request) -> 
         }
         BodyKind::Protobuf => {
             let answer = crate::proto::handle(&state.api, body).await;
-            // api.md §7: rpc.Error goes with HTTP 422 (the choice is documented in `proto`).
+            // api.md §7, §10.7: rpc.Error goes with HTTP 422 (the choice is documented in `proto`).
             let status = if answer.is_error {
                 StatusCode::UNPROCESSABLE_ENTITY
             } else {
@@ -234,8 +234,8 @@ pub async fn serve(
 }
 
 async fn accept_loop(listener: TcpListener, router: Router, mut shutdown: watch::Receiver<bool>) {
-    // The auto builder reads the first bytes of a connection: the HTTP/2 preface means h2c with prior
-    // knowledge (nekoton's JRPC client, api.md §1), anything else HTTP/1.1.
+    // api.md §10.1: the auto builder reads the first bytes of a connection: the HTTP/2 preface means h2c
+    // with prior knowledge (nekoton's JRPC client speaks nothing else, api.md §1), anything else HTTP/1.1.
     let builder = auto::Builder::new(TokioExecutor::new());
     let graceful = GracefulShutdown::new();
     loop {
