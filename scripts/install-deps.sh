@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need, if missing: clang and libclang (RocksDB's bindings), iproute2
 # (the line-topology test builds network namespaces with `ip`) and the
-# S3-compatible test server (`moto` in server mode, from PyPI) that the S3 tests of regolith-rpc start.
+# S3-compatible test server (`moto` in server mode, from PyPI) that the S3 tests of regolith-rpc start, and
+# the wallet library `nekoton` (PyPI) that the account API's tests drive.
 set -euo pipefail
 
 install_s3_test_server() {
@@ -16,6 +17,17 @@ install_s3_test_server() {
   "$python" -m pip install --quiet 'moto[server]' 2>/dev/null \
     || "$python" -m pip install --quiet --break-system-packages 'moto[server]'
   "$python" -c 'import moto.server' # fail loudly if it is still missing
+}
+
+install_nekoton() {
+  local python="${REGOLITH_PYTHON:-python3}"
+  if "$python" -c 'import nekoton' >/dev/null 2>&1; then
+    return 0
+  fi
+  echo "installing the wallet library: nekoton (PyPI)" >&2
+  "$python" -m pip install --quiet nekoton 2>/dev/null \
+    || "$python" -m pip install --quiet --break-system-packages nekoton
+  "$python" -c 'import nekoton' # fail loudly if it is still missing
 }
 
 apt_install() {
@@ -38,3 +50,4 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 install_s3_test_server
+install_nekoton

@@ -36,6 +36,9 @@ pub struct BackendFeatures {
     pub transactions_index: bool,
     /// `allow_huge_requests`: getBlockProof and getBlockData are served.
     pub block_data: bool,
+    /// getAccountsByCodeHash is served without the transactions index (from the newest states): nekoton's
+    /// `check_connection` calls it.
+    pub accounts_by_code_hash: bool,
 }
 
 /// The chain position behind getTimings (api.md §4).

@@ -148,7 +148,9 @@ impl Api {
 
     /// -32002 for a method this node does not serve (api.md §2, §6 Modes).
     pub(crate) fn check_supported(&self, method: Method) -> Result<(), ApiError> {
-        if (method.needs_index() && !self.features.transactions_index)
+        let without_index =
+            method == Method::GetAccountsByCodeHash && self.features.accounts_by_code_hash;
+        if (method.needs_index() && !self.features.transactions_index && !without_index)
             || (method.needs_block_data() && !self.features.block_data)
         {
             return Err(ApiError::not_supported());
@@ -174,6 +176,9 @@ impl Api {
         .collect();
         if self.features.block_data {
             out.extend([Method::GetBlockProof.name(), Method::GetBlockData.name()]);
+        }
+        if self.features.accounts_by_code_hash && !self.features.transactions_index {
+            out.push(Method::GetAccountsByCodeHash.name());
         }
         if self.features.transactions_index {
             out.extend(

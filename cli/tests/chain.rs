@@ -692,7 +692,7 @@ async fn a_cold_boot_killed_at_every_step_resumes_the_same_boot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn posted_messages_reach_the_validators_of_the_newest_key_block() {
     use regolith_node::boot::cold_boot::cold_boot;
-    use regolith_node::external_messages::{bind_http, serve_http, ExternalRelay};
+    use regolith_node::external_messages::ExternalRelay;
     use regolith_test_support::wait_for_async;
     use regolith_testbed::fixture::{ChainServers, FreshNode};
     use std::time::Duration;
@@ -749,11 +749,26 @@ async fn posted_messages_reach_the_validators_of_the_newest_key_block() {
         "a validator of the previous set is no target"
     );
 
+    // The node's HTTP API as `regolith run` starts it: the account API with `POST /v1/messages` beside it.
     let relay = ExternalRelay::new();
     relay.connect(fresh.client.clone());
-    let api = bind_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let address = api.local_addr().unwrap();
-    tokio::spawn(serve_http(api, relay));
+    let backend = regolith_node::account_api::NodeApi::new(
+        fresh.storage.clone(),
+        regolith_state::NewestStates::default(),
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        relay.clone(),
+    );
+    let server = regolith_api::serve(
+        regolith_api::ApiConfig {
+            listen_addr: "127.0.0.1:0".parse().unwrap(),
+            ..Default::default()
+        },
+        backend,
+        regolith_node::account_api::messages_route(relay),
+    )
+    .await
+    .unwrap();
+    let address = server.local_addr();
     let message = regolith_test_support::external_message(7);
     let answer = post(address, &message).await;
     assert_eq!(answer["targets"], 2, "{answer}");
@@ -785,6 +800,29 @@ async fn posted_messages_reach_the_validators_of_the_newest_key_block() {
     let bad = post(address, b"not a message").await;
     assert!(bad["error"].is_string(), "{bad}");
 
+    // The account API's sendMessage goes the same way: to the validators of the newest key block.
+    let other = regolith_test_support::external_message(8);
+    let sent = send_message_jrpc(address, &other).await;
+    assert_eq!(sent["result"], Value::Null, "{sent}");
+    assert!(sent.get("error").is_none(), "{sent}");
+    for (i, got) in received.iter().enumerate().take(2) {
+        wait_for_async(
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            async || {
+                if got.0.lock().iter().any(|m| m[..] == other[..]) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "validator {i} has not received the sendMessage one"
+                    ))
+                }
+            },
+        )
+        .await;
+    }
+    server.shutdown().await;
+
     let _ = stop.send(true);
     fresh.node.shutdown().await;
     servers.shutdown().await;
@@ -797,6 +835,30 @@ async fn post(address: std::net::SocketAddr, body: &[u8]) -> Value {
     let request = format!(
         "POST /v1/messages HTTP/1.1\r\nHost: {address}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
         text.len()
+    );
+    let answer = tokio::task::spawn_blocking(move || {
+        regolith_test_support::http_request(address.port(), &request)
+    })
+    .await
+    .unwrap()
+    .expect("the API answers");
+    let (_, json) = answer.split_once("\r\n\r\n").unwrap();
+    serde_json::from_str(json).unwrap()
+}
+
+/// Calls the account API's JSON-RPC `sendMessage` with `message` over HTTP/1.1 and returns the answer.
+async fn send_message_jrpc(address: std::net::SocketAddr, message: &[u8]) -> Value {
+    use base64::Engine;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "sendMessage",
+        "params": {"message": base64::engine::general_purpose::STANDARD.encode(message)},
+    })
+    .to_string();
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
     );
     let answer = tokio::task::spawn_blocking(move || {
         regolith_test_support::http_request(address.port(), &request)

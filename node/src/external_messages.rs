@@ -1,20 +1,17 @@
 //! External messages through a running node: the valid broadcasts it receives from peers, and the messages
-//! local users post to its HTTP API (`POST /v1/messages`), go out as broadcasts to the current validator
+//! local users post to its HTTP API (`POST /v1/messages`, and the account API's sendMessage), go out as broadcasts to the current validator
 //! targets (which follow the newest applied key block, [`crate::trust::key_blocks::track_validator_set`]). A message
 //! is relayed once per [`DEDUP_WINDOW`]: the same hash again within it is counted and dropped, so two
 //! nodes that relay to each other never loop a message.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use regolith_rpc::client::BlockchainRpcClient;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tycho_network::InboundRequestMeta;
 use tycho_types::cell::HashBytes;
 
@@ -22,10 +19,6 @@ use tycho_types::cell::HashBytes;
 pub const DEDUP_WINDOW: Duration = Duration::from_secs(60);
 /// Hashes remembered at most (the oldest go first).
 const DEDUP_CAPACITY: usize = 100_000;
-/// The largest HTTP request accepted (a base64 BOC of the largest external message, with headers).
-const MAX_REQUEST_BYTES: usize = 2 * regolith_rpc::broadcast::MAX_EXTERNAL_BOC_SIZE + 8192;
-/// How long one HTTP connection may take.
-const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What happened to a submitted message.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -141,76 +134,8 @@ impl regolith_rpc::BroadcastListener for ExternalRelay {
     }
 }
 
-/// Binds the HTTP API's address.
-pub async fn bind_http(address: SocketAddr) -> Result<tokio::net::TcpListener> {
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .with_context(|| format!("cannot listen on {address} (the HTTP API)"))?;
-    tracing::info!(%address, "HTTP API: POST /v1/messages");
-    Ok(listener)
-}
-
-/// Serves `POST /v1/messages` on `listener` until the task is aborted.
-pub async fn serve_http(listener: tokio::net::TcpListener, relay: Arc<ExternalRelay>) {
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                tracing::warn!(error = %e, "HTTP API: accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let relay = relay.clone();
-        tokio::spawn(async move {
-            if tokio::time::timeout(HTTP_TIMEOUT, handle_connection(stream, &relay))
-                .await
-                .is_err()
-            {
-                tracing::debug!(%peer, "HTTP API: connection timed out");
-            }
-        });
-    }
-}
-
-/// One request on one connection (`Connection: close`).
-async fn handle_connection(mut stream: tokio::net::TcpStream, relay: &ExternalRelay) {
-    let (status, body) = match read_request(&mut stream).await {
-        Ok(Request { method, path, body }) => {
-            if path != "/v1/messages" {
-                (
-                    404,
-                    serde_json::json!({"error": format!("no such path {path:?}")}),
-                )
-            } else if method != "POST" {
-                (
-                    405,
-                    serde_json::json!({"error": "POST a message BOC (binary or base64)"}),
-                )
-            } else {
-                answer(relay, &body).await
-            }
-        }
-        Err((status, error)) => (status, serde_json::json!({ "error": error })),
-    };
-    let text = body.to_string();
-    let reason = match status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        413 => "Payload Too Large",
-        _ => "Service Unavailable",
-    };
-    let response = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-        text.len()
-    );
-    let _ = stream.write_all(response.as_bytes()).await;
-    let _ = stream.shutdown().await;
-}
-
-async fn answer(relay: &ExternalRelay, body: &[u8]) -> (u16, serde_json::Value) {
+/// Submits a posted message body and answers with a status and JSON (`POST /v1/messages`).
+pub(crate) async fn answer(relay: &ExternalRelay, body: &[u8]) -> (u16, serde_json::Value) {
     let boc = match decode_body(body) {
         Ok(boc) => boc,
         Err(e) => return (400, serde_json::json!({ "error": e })),
@@ -233,68 +158,6 @@ fn decode_body(body: &[u8]) -> Result<Vec<u8>, String> {
     base64::engine::general_purpose::STANDARD
         .decode(text.trim())
         .map_err(|e| format!("the body is neither a BOC nor base64: {e}"))
-}
-
-struct Request {
-    method: String,
-    path: String,
-    body: Vec<u8>,
-}
-
-/// Reads one HTTP/1.1 request with a `Content-Length` body, at most [`MAX_REQUEST_BYTES`].
-async fn read_request(stream: &mut tokio::net::TcpStream) -> Result<Request, (u16, String)> {
-    let mut buf = Vec::with_capacity(4096);
-    let header_end = loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break end + 4;
-        }
-        if buf.len() > MAX_REQUEST_BYTES {
-            return Err((413, "the request is too large".into()));
-        }
-        let mut chunk = [0u8; 4096];
-        let n = stream
-            .read(&mut chunk)
-            .await
-            .map_err(|e| (400, format!("reading the request: {e}")))?;
-        if n == 0 {
-            return Err((400, "the request ended before its headers".into()));
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = std::str::from_utf8(&buf[..header_end])
-        .map_err(|_| (400, "the request headers are not text".to_string()))?;
-    let mut lines = head.split("\r\n");
-    let mut first = lines.next().unwrap_or_default().split(' ');
-    let method = first.next().unwrap_or_default().to_string();
-    let path = first.next().unwrap_or_default().to_string();
-    let mut length = 0usize;
-    for line in lines {
-        if let Some((name, value)) = line.split_once(':') {
-            if name.trim().eq_ignore_ascii_case("content-length") {
-                length = value
-                    .trim()
-                    .parse()
-                    .map_err(|_| (400, "a bad Content-Length".to_string()))?;
-            }
-        }
-    }
-    if header_end + length > MAX_REQUEST_BYTES {
-        return Err((413, "the request is too large".into()));
-    }
-    let mut body = buf[header_end..].to_vec();
-    while body.len() < length {
-        let mut chunk = vec![0u8; (length - body.len()).min(65536)];
-        let n = stream
-            .read(&mut chunk)
-            .await
-            .map_err(|e| (400, format!("reading the body: {e}")))?;
-        if n == 0 {
-            return Err((400, "the body is shorter than its Content-Length".into()));
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    body.truncate(length);
-    Ok(Request { method, path, body })
 }
 
 #[cfg(test)]

@@ -42,6 +42,8 @@ pub struct InitOptions {
     pub public_address: Option<SocketAddr>,
     /// `metrics_address`: `Some(None)` turns the endpoint off.
     pub metrics: Option<Option<SocketAddr>>,
+    /// `api_address` (the account API and `POST /v1/messages`): `Some(None)` turns it off.
+    pub api: Option<Option<SocketAddr>>,
     /// Shard zerostate files; listed shards without one get the empty shard zerostate.
     pub shard_zerostates: Vec<std::path::PathBuf>,
 }
@@ -56,6 +58,9 @@ impl InitOptions {
         }
         if let Some(metrics) = self.metrics {
             config.metrics_address = metrics;
+        }
+        if let Some(api) = self.api {
+            config.api_address = api;
         }
     }
 
@@ -72,6 +77,9 @@ impl InitOptions {
         }
         if self.metrics.is_some_and(|m| m != config.metrics_address) {
             return Some("metrics_address");
+        }
+        if self.api.is_some_and(|a| a != config.api_address) {
+            return Some("api_address");
         }
         None
     }

@@ -3,7 +3,7 @@
 //! imports), the chain of trust it checks blocks against ([`trust`]: proofs and key blocks), the block sources
 //! ([`sync`] from peers, [`live`] from its own generated chain, [`apply::import`] from archive files), the apply
 //! pipeline every block goes through ([`apply`], with its group commit), the internal queue kept in step
-//! ([`queue_sync`]), GC schedules ([`gc`]), external messages, the metrics endpoint and the running node
+//! ([`queue_sync`]), GC schedules ([`gc`]), external messages, the account API's data source ([`account_api`]), the metrics endpoint and the running node
 //! ([`run`]).
 //!
 //! A block's path: a source forms groups (`sync/`, `live.rs`, `apply/import.rs`) → each block is checked once
@@ -12,6 +12,7 @@
 //!
 //! The `regolith` command line (regolith-cli) is a thin layer over this crate; nothing here parses arguments.
 
+pub mod account_api;
 pub mod apply;
 pub mod boot;
 pub mod boot_record;

@@ -169,6 +169,12 @@ impl LiveProducer {
         })
     }
 
+    /// Publishes the newest applied states to `newest` (for the account API).
+    pub fn publishing_states_to(mut self, newest: regolith_state::NewestStates) -> Self {
+        self.pipeline.publish_states_to(newest);
+        self
+    }
+
     /// Keeps the shard states as `node.json` `states` says.
     pub fn with_states(mut self, config: &regolith_state::StatesConfig) -> Self {
         self.pipeline.set_states_config(config.clone());

@@ -253,17 +253,37 @@ pub async fn run(
     let stats = storage.open_stats();
     // External messages from peers and from the HTTP API go to the validator targets.
     let relay = crate::external_messages::ExternalRelay::new();
+    // The account API (and `POST /v1/messages`) reads the newest states the pipeline publishes.
+    let newest_states = regolith_state::NewestStates::default();
+    let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let api = match node_config.api_address {
-        Some(address) => Some(
-            crate::external_messages::bind_http(address)
-                .await
-                .with_context(|| {
-                    format!(
-                        "the HTTP API address {address} is set by `api_address` in {}",
-                        data.node_config().display()
-                    )
-                })?,
-        ),
+        Some(address) => {
+            let backend = crate::account_api::NodeApi::new(
+                storage.clone(),
+                newest_states.clone(),
+                synced.clone(),
+                relay.clone(),
+            );
+            let config = regolith_api::ApiConfig {
+                listen_addr: address,
+                ..Default::default()
+            };
+            let server = regolith_api::serve(
+                config,
+                backend,
+                crate::account_api::messages_route(relay.clone()),
+            )
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot serve the HTTP API on {address} (set by `api_address` in {}; another node on \
+                     this machine? `regolith init --api ADDR|off` picks another)",
+                    data.node_config().display()
+                )
+            })?;
+            tracing::info!(%address, "HTTP API: JSON-RPC and protobuf on /, /rpc, /proto; POST /v1/messages");
+            Some(server)
+        }
         None => None,
     };
     let service = make_service_with_listener(&node_config, &storage, relay.clone())?;
@@ -315,17 +335,14 @@ pub async fn run(
         stop_rx.clone(),
     ));
     relay.connect(client.clone());
-    let api_task = api.map(|listener| {
-        tokio::spawn(crate::external_messages::serve_http(
-            listener,
-            relay.clone(),
-        ))
-    });
     // A live node makes its own chain (live.json); any other node follows its peers.
     let mut task = match live {
         Some(live) => {
+            // A live node makes the chain: it is always at the tip.
+            synced.store(true, std::sync::atomic::Ordering::Release);
             let producer = crate::live::LiveProducer::new(live, data, &storage, &queue)?
-                .with_states(&node_config.states);
+                .with_states(&node_config.states)
+                .publishing_states_to(newest_states.clone());
             tokio::spawn(producer.run(stop_rx))
         }
         None => {
@@ -342,7 +359,9 @@ pub async fn run(
             );
             let sync = crate::sync::Sync::new(storage.clone(), queue.clone(), client, &data.root)?
                 .with_config(&node_config.sync)
-                .with_states(&node_config.states);
+                .with_states(&node_config.states)
+                .publishing_states_to(newest_states.clone())
+                .marking_synced(synced.clone());
             tokio::spawn(async move {
                 if boot {
                     // A boot that fails (no neighbour could prove a key block or serve a state that
@@ -396,8 +415,8 @@ pub async fn run(
             }
         }
     };
-    if let Some(task) = api_task {
-        task.abort();
+    if let Some(api) = api {
+        api.shutdown().await;
     }
     gc.stop().await;
     node.shutdown().await;

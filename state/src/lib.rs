@@ -7,6 +7,7 @@
 //! - [`ChainStates`]: the newest states; [`ChainStates::apply`] checks and applies a block's update.
 //! - [`import::import_states`]: a whole state imported through a journal, [`import::resume`] after a crash.
 //! - [`gc::collect`]: states GC; [`check::check`]: the checker (`regolith inspect state --check`).
+//! - [`NewestStates`]: the newest applied states, published for readers.
 //! - [`StatesConfig`]: the `states` section of a node's config.
 
 mod cell_row;
@@ -16,6 +17,7 @@ mod config;
 mod error;
 pub mod gc;
 pub mod import;
+mod newest;
 mod store;
 mod stored_cell;
 
@@ -23,6 +25,7 @@ pub use chain_states::{top_shard_blocks, ChainState, ChainStates};
 pub use check::CheckReport;
 pub use config::StatesConfig;
 pub use error::StateError;
+pub use newest::NewestStates;
 pub use store::{PinnedRoot, RemoveStats, StateStore, WriteStats};
 
 /// Registers the state metrics with the installed recorder, so that a dashboard shows 0 before their first

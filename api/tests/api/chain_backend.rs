@@ -225,6 +225,7 @@ impl ChainBackend {
             features: BackendFeatures {
                 transactions_index: true,
                 block_data: true,
+                accounts_by_code_hash: false,
             },
             ready: true,
             stall: false,

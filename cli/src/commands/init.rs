@@ -26,12 +26,16 @@ pub struct InitArgs {
     /// The metrics endpoint address, or `off` (`metrics_address`, default 127.0.0.1:30311).
     #[arg(long, value_parser = parse_metrics_address)]
     metrics: Option<MetricsAddress>,
+    /// The HTTP address of the account API (JSON-RPC and protobuf, and `POST /v1/messages`), or `off`
+    /// (`api_address`, default off).
+    #[arg(long, value_parser = parse_metrics_address)]
+    api: Option<MetricsAddress>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
 }
 
-/// `--metrics ADDR|off`.
+/// `--metrics ADDR|off`, `--api ADDR|off`.
 #[derive(Debug, Clone, Copy)]
 struct MetricsAddress(Option<SocketAddr>);
 
@@ -50,6 +54,7 @@ pub fn run(data: &DataDir, args: InitArgs) -> Result<()> {
         listen: args.listen,
         public_address: args.public_address,
         metrics: args.metrics.map(|m| m.0),
+        api: args.api.map(|a| a.0),
         shard_zerostates: args.shard_zerostates,
     };
     let report = init::init(data, &args.zerostate, &options)?;

@@ -44,7 +44,9 @@ impl RunEvents for Banner {
             lines.push(format!("  metrics:      http://{address}/metrics"));
         }
         if let Some(address) = node.api_address {
-            lines.push(format!("  messages:     POST http://{address}/v1/messages"));
+            lines.push(format!(
+                "  API:          http://{address}/ (JSON-RPC, protobuf; POST /v1/messages)"
+            ));
         }
         if let Some(live) = &node.live_chain {
             lines.push(format!(

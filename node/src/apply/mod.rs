@@ -180,6 +180,11 @@ impl Pipeline {
         self.states.set_config(config);
     }
 
+    /// Publishes the newest shard states to `newest` after every group (for the account API).
+    pub fn publish_states_to(&mut self, newest: regolith_state::NewestStates) {
+        self.states.publish_to(newest);
+    }
+
     /// Restores the newest shard states now (they are restored at the first group otherwise): the last
     /// checkpoint's, advanced by the stored blocks after it.
     pub async fn restore_states(&mut self) -> Result<(), ApplyError> {

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context};
 use regolith_formats::{BlockId, ParsedBlock};
-use regolith_state::{gc, import, ChainStates, StateError, StateStore, StatesConfig};
+use regolith_state::{gc, import, ChainStates, NewestStates, StateError, StateStore, StatesConfig};
 use regolith_storage::{BlockHandle, StateKind, Storage};
 use tycho_types::cell::Cell;
 
@@ -29,6 +29,8 @@ pub(crate) struct PipelineStates {
     states: Option<ChainStates>,
     /// The persistent save running in the background, if any.
     save: Option<tokio::task::JoinHandle<()>>,
+    /// Where the newest states are published for readers.
+    newest: NewestStates,
 }
 
 /// A group's states, applied but not yet the pipeline's.
@@ -41,6 +43,7 @@ impl PipelineStates {
             config,
             states: None,
             save: None,
+            newest: NewestStates::default(),
         }
     }
 
@@ -71,6 +74,20 @@ impl PipelineStates {
 
     pub(crate) fn set_config(&mut self, config: StatesConfig) {
         self.config = config;
+    }
+
+    /// Publishes the newest states to `newest` from now on (and at once, if they are restored).
+    pub(crate) fn publish_to(&mut self, newest: NewestStates) {
+        if let Some(states) = &self.states {
+            newest.publish(states);
+        }
+        self.newest = newest;
+    }
+
+    /// Makes `states` the pipeline's newest and publishes them.
+    fn set_states(&mut self, states: ChainStates) {
+        self.newest.publish(&states);
+        self.states = Some(states);
     }
 
     /// The newest states, restored first if they are not in memory yet: the last checkpoint's, advanced by
@@ -114,7 +131,7 @@ impl PipelineStates {
                 states.mc().id
             ))));
         }
-        self.states = Some(states);
+        self.set_states(states);
         if let Some(pending) = storage.cells().pending_persistent()? {
             tracing::info!(block = %pending, "resuming the persistent save a restart interrupted");
             self.start_persistent_save(storage, pending).await;
@@ -171,11 +188,11 @@ impl PipelineStates {
                 .is_checkpoint(mc.seqno, group.mc.is_key_block(), states.fresh_cells())
         {
             storage.node_state().store_last_mc_block_id(&mc)?;
-            self.states = Some(states);
+            self.set_states(states);
             return Ok(false);
         }
         self.checkpoint(storage, &mut states, persistent)?;
-        self.states = Some(states);
+        self.set_states(states);
         Ok(persistent)
     }
 

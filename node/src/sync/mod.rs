@@ -115,6 +115,8 @@ pub struct Sync {
     archives_paused_until: Option<Instant>,
     /// Archives are asked for at all (`sync.archives`).
     use_archives: bool,
+    /// Set while the node is at its best peer's tip, if anyone asked ([`Self::marking_synced`]).
+    synced: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// Batches are asked for at all (`sync.batches`).
     use_batches: bool,
     /// The batch after the one being applied, asked for meanwhile.
@@ -190,9 +192,22 @@ impl Sync {
             tip: TipEstimate::default(),
             archives_paused_until: None,
             use_archives: true,
+            synced: None,
             use_batches: true,
             prefetch: None,
         })
+    }
+
+    /// Sets `synced` once the node is at its best peer's tip (the account API's getStatus `ready`).
+    pub fn marking_synced(mut self, synced: Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.synced = Some(synced);
+        self
+    }
+
+    /// Publishes the newest applied states to `newest` (for the account API).
+    pub fn publishing_states_to(mut self, newest: regolith_state::NewestStates) -> Self {
+        self.pipeline.publish_states_to(newest);
+        self
     }
 
     /// Keeps the shard states as `node.json` `states` says.
@@ -278,6 +293,9 @@ impl Sync {
         // Also after a step that failed part-way: the groups before the failure are applied.
         metrics::gauge!("regolith_sync_last_applied_mc_seqno").set(f64::from(last.seqno));
         metrics::gauge!("regolith_sync_lag_blocks").set(f64::from(lag.unwrap_or(0)));
+        if let Some(synced) = &self.synced {
+            synced.store(lag == Some(0), std::sync::atomic::Ordering::Release);
+        }
         let behind_clock = self
             .storage
             .handles()
