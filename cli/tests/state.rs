@@ -561,3 +561,45 @@ fn a_node_synced_from_genesis_makes_the_persistent_states_a_fresh_node_cold_boot
         "the tip's mc state and its two top shard states"
     );
 }
+
+/// The fixture chain (`archive_1`, mc blocks 1..100 and their shard blocks) applied from the fixture zerostate:
+/// every stored state has the root its block's state update names, and every count is exact.
+#[test]
+fn archive_1_applies_from_the_fixture_zerostate_with_exact_states() {
+    use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    init(&data);
+    let archive = regolith_test_support::archive_1_arg();
+    let out = ok(&data, &["import", "--quiet", &archive]);
+    assert!(out.contains("last applied mc block 100"), "{out}");
+    let states = checked_states(&data);
+    assert!(
+        states["checkpoint"]
+            .as_str()
+            .unwrap()
+            .starts_with("-1:8000000000000000:100:"),
+        "{states}"
+    );
+    // The new state hash of every block in the archive.
+    let mut new_hashes = std::collections::HashMap::new();
+    for entry in ArchiveReader::new_compressed(std::fs::File::open(&archive).unwrap()).unwrap() {
+        let entry = entry.unwrap();
+        if entry.ty != ArchiveEntryType::Block {
+            continue;
+        }
+        let block = regolith_formats::ParsedBlock::parse(&entry.block_id, &entry.data).unwrap();
+        let update = block.block.load_state_update().unwrap();
+        new_hashes.insert(entry.block_id.to_string(), update.new_hash.to_string());
+    }
+    let mut compared = 0;
+    for state in states["states"].as_array().unwrap() {
+        let block = state["block"].as_str().unwrap();
+        if let Some(hash) = new_hashes.get(block) {
+            assert_eq!(state["root"].as_str().unwrap(), hash, "{block}");
+            compared += 1;
+        }
+    }
+    // mc block 100 and the top shard block it lists.
+    assert!(compared >= 2, "{states}");
+}

@@ -29,6 +29,7 @@ fn register_metrics() {
     regolith_storage::register_metrics();
     regolith_state::register_metrics();
     regolith_queue::register_metrics();
+    regolith_api::register_metrics();
     regolith_rpc::register_metrics();
     crate::apply::group_commit::register_metrics();
     crate::sync::register_metrics();

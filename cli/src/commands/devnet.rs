@@ -31,7 +31,8 @@ pub struct DevnetArgs {
     /// Each node syncs from the one before it (a line), instead of all from node1 (a star).
     #[arg(long)]
     pub line: bool,
-    /// The first node's QUIC port; node k listens on base + 2(k − 1) and serves metrics on the next port.
+    /// The first node's QUIC port; node k listens on base + 2(k − 1) (QUIC, and its account API on the same TCP
+    /// port) and serves metrics on the next port.
     #[arg(long, default_value_t = 30410)]
     pub base_port: u16,
     /// The zerostate of the chain (with `--live`: the base whose config the generated zerostate uses).
@@ -65,6 +66,8 @@ struct Member {
     data: DataDir,
     listen: SocketAddr,
     metrics: SocketAddr,
+    /// The account API (TCP, the QUIC port's number).
+    api: SocketAddr,
     child: Option<Child>,
 }
 
@@ -84,6 +87,7 @@ pub async fn run(args: DevnetArgs) -> Result<()> {
                 data: DataDir::new(args.dir.join(format!("node{}", k + 1))),
                 listen: SocketAddr::from(([127, 0, 0, 1], port)),
                 metrics: SocketAddr::from(([127, 0, 0, 1], port + 1)),
+                api: SocketAddr::from(([127, 0, 0, 1], port)),
                 child: None,
             }
         })
@@ -107,6 +111,7 @@ pub async fn run(args: DevnetArgs) -> Result<()> {
                 .arg(&zerostate)
                 .args(["--listen", &member.listen.to_string()])
                 .args(["--metrics", &member.metrics.to_string()])
+                .args(["--api", &member.api.to_string()])
                 .output()
                 .context("cannot run regolith init")?;
             if !out.status.success() {
@@ -119,6 +124,12 @@ pub async fn run(args: DevnetArgs) -> Result<()> {
             // Nodes on one machine: DHT and overlay periods of seconds instead of minutes.
             let mut config = member.data.load_node_config()?;
             (config.overlay, config.dht) = regolith_rpc::network::quick_discovery();
+            write_secret_json(&member.data.node_config(), &config)?;
+        }
+        // A devnet made before nodes had the account API gets it now.
+        let mut config = member.data.load_node_config()?;
+        if config.api_address.is_none() {
+            config.api_address = Some(member.api);
             write_secret_json(&member.data.node_config(), &config)?;
         }
     }
@@ -182,8 +193,8 @@ pub async fn run(args: DevnetArgs) -> Result<()> {
     );
     for m in &members {
         println!(
-            "  {}: QUIC {}  metrics http://{}/metrics",
-            m.name, m.listen, m.metrics
+            "  {}: QUIC {}  metrics http://{}/metrics  API http://{}/",
+            m.name, m.listen, m.metrics, m.api
         );
     }
 
