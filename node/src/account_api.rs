@@ -79,14 +79,14 @@ impl ApiBackend for NodeApi {
 
     fn status(&self) -> BackendFuture<'_, NodeStatus> {
         Box::pin(async move {
-            let timings = match self.newest.get() {
-                Some(states) => {
+            let timings = match self.newest.get_with_time() {
+                Some((states, published)) => {
                     let mc = mc_state(&states)?;
-                    let now = regolith_rpc::network::now_sec();
+                    // api.md §4: now − the block's time, as of when the block was applied.
                     Some(McTimings {
                         last_mc_block_seqno: states.mc().id.seqno,
                         last_mc_utime: mc.gen_utime,
-                        mc_time_diff: i64::from(now) - i64::from(mc.gen_utime),
+                        mc_time_diff: i64::from(published) - i64::from(mc.gen_utime),
                         smallest_known_lt: None,
                     })
                 }

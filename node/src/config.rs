@@ -69,9 +69,13 @@ pub struct NodeConfig {
     /// How `run` follows the chain from its peers.
     #[serde(default)]
     pub sync: crate::sync::SyncConfig,
-    /// Local HTTP address of the API (`POST /v1/messages`); `null` turns it off.
+    /// Local HTTP address of the account API (JSON-RPC and protobuf) and of `POST /v1/messages`; `null` turns
+    /// it off.
     #[serde(default)]
     pub api_address: Option<SocketAddr>,
+    /// The account API's body limit, timeout and per-IP rate limit.
+    #[serde(default)]
+    pub api: regolith_api::ApiSettings,
     /// How the shard states are kept: checkpoints and states GC (state.md §7.3, §7.5).
     #[serde(default)]
     pub states: regolith_state::StatesConfig,
@@ -152,6 +156,7 @@ impl NodeConfig {
             states: Default::default(),
             boot: Default::default(),
             api_address: None,
+            api: Default::default(),
         }
     }
 
@@ -179,6 +184,7 @@ impl NodeConfig {
         anyhow::ensure!(!self.peer_info_ttl.is_zero(), "peer_info_ttl must not be 0");
         self.storage.validate()?;
         self.states.validate()?;
+        self.api.validate().map_err(anyhow::Error::msg)?;
         Ok(())
     }
 }

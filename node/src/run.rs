@@ -264,10 +264,7 @@ pub async fn run(
                 synced.clone(),
                 relay.clone(),
             );
-            let config = regolith_api::ApiConfig {
-                listen_addr: address,
-                ..Default::default()
-            };
+            let config = node_config.api.at(address);
             let server = regolith_api::serve(
                 config,
                 backend,
