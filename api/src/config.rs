@@ -57,6 +57,8 @@ pub struct ApiSettings {
     pub request_timeout: Duration,
     /// The per-IP rate limit; `null` turns it off.
     pub rate_limit: Option<RateLimit>,
+    /// Keep the transactions index (`<data>/api/`); without it the index methods answer -32002.
+    pub transactions_index: bool,
 }
 
 impl Default for ApiSettings {
@@ -65,6 +67,7 @@ impl Default for ApiSettings {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             rate_limit: None,
+            transactions_index: true,
         }
     }
 }

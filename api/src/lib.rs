@@ -5,6 +5,7 @@
 //! - [`config`]: [`ApiConfig`], the listen address, body limit, timeout and rate limit;
 //! - [`serve`] starts the server (HTTP/1.1 and h2c on one port) with extra routes beside the API's, and
 //!   [`router`] builds its routes for embedding;
+//! - [`index`]: the transactions index ([`index::TransactionsIndex`]), its own RocksDB;
 //! - [`proto`]: the protobuf messages (api.md §7), for clients and tests;
 //! - [`register_metrics`]: the `regolith_api_*` metrics.
 //!
@@ -17,6 +18,7 @@ pub mod config;
 mod encoding;
 mod error;
 mod ext_message;
+pub mod index;
 mod jrpc;
 mod methods;
 mod metrics;

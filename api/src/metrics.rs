@@ -57,6 +57,10 @@ pub fn register_metrics() {
     }
     metrics::counter!(RATE_LIMITED).absolute(0);
     metrics::counter!(UNSUPPORTED_MEDIA).absolute(0);
+    // The transactions index (`crate::index`), fed by the node's indexing task.
+    metrics::gauge!("regolith_api_index_last_mc_seqno").set(0.0);
+    metrics::counter!("regolith_api_index_transactions_total").absolute(0);
+    metrics::counter!("regolith_api_index_failures_total").absolute(0);
 }
 
 /// Records one answered request.

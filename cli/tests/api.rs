@@ -1,7 +1,8 @@
 //! The account API against a real wallet library: `nekoton` (PyPI; `scripts/install-deps.sh` installs it)
 //! drives a `regolith run` that synced a generated chain from a serving node, over its `JrpcTransport` (h2c)
 //! and its `ProtoTransport` (HTTP/1.1), unchanged. Every account of the chain is read and compared with the
-//! generator's own state files of the tip.
+//! generator's own state files of the tip, and the transactions of the busiest accounts with the chain's
+//! blocks; a node killed while indexing answers the same after its restart.
 
 mod common;
 
@@ -57,6 +58,22 @@ async def main():
             break
         continuation = page[-1]
     out["code_accounts"] = code_accounts
+    # Each account's transactions, 7 a page, back to its first (through each page's last prev_trans_lt).
+    out["transactions"] = {}
+    for account in expected["tx_accounts"]:
+        got, lt = [], None
+        while True:
+            page = await transport.get_transactions(nt.Address(account), lt=lt, limit=7)
+            got += [{"lt": t.lt, "hash": t.hash.hex()} for t in page]
+            if len(page) < 7 or page[-1].prev_trans_lt == 0:
+                break
+            lt = page[-1].prev_trans_lt
+        out["transactions"][account] = got
+    probe = expected["probe"]
+    tx = await transport.get_transaction(bytes.fromhex(probe["hash"]))
+    out["probe_lt"] = tx.lt
+    dst = await transport.get_dst_transaction(bytes.fromhex(probe["in_msg_hash"]))
+    out["probe_dst_hash"] = dst.hash.hex()
     print(json.dumps(out))
 
 asyncio.run(main())
@@ -119,6 +136,40 @@ fn expected_accounts(chain: &Path) -> (Vec<Value>, Vec<(u8, String, String)>, i3
     (accounts, codes, global_id)
 }
 
+/// Every transaction of the chain's blocks, by account: (lt, hash, inbound message hash), newest first.
+fn expected_transactions(
+    chain: &Path,
+) -> std::collections::BTreeMap<String, Vec<(u64, String, Option<String>)>> {
+    use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
+    let mut by_account: std::collections::BTreeMap<String, Vec<(u64, String, Option<String>)>> =
+        Default::default();
+    for entry in std::fs::read_dir(chain.join("archives")).unwrap() {
+        let path = entry.unwrap().path();
+        for entry in ArchiveReader::new_compressed(std::fs::File::open(&path).unwrap()).unwrap() {
+            let entry = entry.unwrap();
+            if entry.ty != ArchiveEntryType::Block {
+                continue;
+            }
+            let block = regolith_formats::ParsedBlock::parse(&entry.block_id, &entry.data).unwrap();
+            let workchain = entry.block_id.shard.workchain() as i8;
+            for tx in regolith_api::index::block_transactions(&block.block, workchain).unwrap() {
+                by_account
+                    .entry(format!("{}:{}", tx.account.workchain, tx.account.address))
+                    .or_default()
+                    .push((
+                        tx.lt,
+                        tx.hash.to_string(),
+                        tx.in_msg_hash.map(|h| h.to_string()),
+                    ));
+            }
+        }
+    }
+    for txs in by_account.values_mut() {
+        txs.sort_unstable_by_key(|t| std::cmp::Reverse(t.0));
+    }
+    by_account
+}
+
 #[test]
 fn nekoton_reads_every_account_of_a_synced_node_over_jrpc_and_protobuf() {
     let dir = tempfile::tempdir().unwrap();
@@ -149,6 +200,7 @@ fn nekoton_reads_every_account_of_a_synced_node_over_jrpc_and_protobuf() {
     );
     let zerostate = chain.join("zerostate.boc");
     let (accounts, codes, global_id) = expected_accounts(&chain);
+    assert!(!codes.is_empty());
     // The most common code and its accounts in the API's order: workchain as an unsigned byte, then id.
     let mut by_code: std::collections::HashMap<&str, usize> = Default::default();
     for (_, _, code) in &codes {
@@ -230,24 +282,79 @@ fn nekoton_reads_every_account_of_a_synced_node_over_jrpc_and_protobuf() {
     let api_port = free_tcp_port();
     let (follower, follower_metrics) = node("follower", Some(api_port), Some(&server));
     let follower_run = spawn_run(&follower);
-    wait_until(
-        "the follower did not sync to the tip",
-        Duration::from_secs(300),
-        Duration::from_millis(200),
-        || metric(follower_metrics, "regolith_sync_last_applied_mc_seqno") == Some(f64::from(TIP)),
-    );
+    let at_tip = |metrics: u16| {
+        wait_until(
+            "the node did not sync and index to the tip",
+            Duration::from_secs(300),
+            Duration::from_millis(200),
+            || {
+                metric(metrics, "regolith_sync_last_applied_mc_seqno") == Some(f64::from(TIP))
+                    && metric(metrics, "regolith_api_index_last_mc_seqno") == Some(f64::from(TIP))
+            },
+        );
+    };
+    at_tip(follower_metrics);
 
+    // The accounts with the most transactions (several pages each), and one of the masterchain.
+    let transactions = expected_transactions(&chain);
+    let mut busiest: Vec<(&String, usize)> =
+        transactions.iter().map(|(a, t)| (a, t.len())).collect();
+    busiest.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut tx_accounts: Vec<&String> = busiest.iter().take(3).map(|(a, _)| *a).collect();
+    if let Some((mc, _)) = busiest.iter().find(|(a, _)| a.starts_with("-1:")) {
+        if !tx_accounts.contains(mc) {
+            tx_accounts.push(mc);
+        }
+    }
+    assert!(
+        busiest[0].1 > 7,
+        "an account with more than one page: {busiest:?}"
+    );
+    let probe = transactions[tx_accounts[0]]
+        .iter()
+        .find(|(_, _, in_msg)| in_msg.is_some())
+        .expect("a transaction with an inbound message");
     let expected_path = dir.path().join("expected.json");
     let absent = "0:".to_string() + &"ab".repeat(32);
     std::fs::write(
         &expected_path,
-        json!({"accounts": accounts, "absent": absent, "code_hash": code_hash}).to_string(),
+        json!({
+            "accounts": accounts,
+            "absent": absent,
+            "code_hash": code_hash,
+            "tx_accounts": tx_accounts,
+            "probe": {"hash": probe.1, "in_msg_hash": probe.2},
+        })
+        .to_string(),
     )
     .unwrap();
     let script = dir.path().join("client.py");
     std::fs::write(&script, CLIENT).unwrap();
-    for (kind, path) in [("jrpc", "/rpc"), ("proto", "/proto")] {
-        let url = format!("http://127.0.0.1:{api_port}{path}");
+    // A node killed right after it indexed its 15th group, then started again: it indexes from the 16th on.
+    let crashed_port = free_tcp_port();
+    let (crashed, crashed_metrics) = node("crashed", Some(crashed_port), Some(&server));
+    let out = Command::new(env!("CARGO_BIN_EXE_regolith"))
+        .arg("--data")
+        .arg(&crashed)
+        .arg("run")
+        .env("RUST_LOG", "error")
+        .env("REGOLITH_CRASH_AT", "transactions-indexed:15")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("crash point transactions-indexed:15"),
+        "{stderr}"
+    );
+    let crashed_run = spawn_run(&crashed);
+    at_tip(crashed_metrics);
+    let mut answers = Vec::new();
+    for (kind, port, path) in [
+        ("jrpc", api_port, "/rpc"),
+        ("proto", api_port, "/proto"),
+        ("jrpc", crashed_port, "/"),
+    ] {
+        let url = format!("http://127.0.0.1:{port}{path}");
         // The node answers once it is at its peer's tip; nekoton's check_connection asks for that.
         let out = regolith_test_support::wait_for(
             Duration::from_secs(120),
@@ -274,7 +381,25 @@ fn nekoton_reads_every_account_of_a_synced_node_over_jrpc_and_protobuf() {
         for (got, want) in got.iter().zip(&accounts) {
             assert_eq!(got, want, "{kind}");
         }
+        // Every transaction of those accounts, newest first, as the chain's blocks hold them.
+        for account in &tx_accounts {
+            let want: Vec<Value> = transactions[*account]
+                .iter()
+                .map(|(lt, hash, _)| json!({"lt": lt, "hash": hash}))
+                .collect();
+            assert_eq!(
+                answer["transactions"][account.as_str()],
+                json!(want),
+                "{kind} {account}"
+            );
+        }
+        assert_eq!(answer["probe_lt"], probe.0, "{kind}");
+        assert_eq!(answer["probe_dst_hash"], probe.1.as_str(), "{kind}");
+        answers.push(answer);
     }
+    // The node killed while indexing answers as the one that was not.
+    assert_eq!(answers[2], answers[0]);
+    stop_within(crashed_run.child, Duration::from_secs(60));
     stop_within(follower_run.child, Duration::from_secs(60));
     stop_within(server_run.child, Duration::from_secs(60));
 }

@@ -757,6 +757,7 @@ async fn posted_messages_reach_the_validators_of_the_newest_key_block() {
         regolith_state::NewestStates::default(),
         std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
         relay.clone(),
+        None,
     );
     let server = regolith_api::serve(
         regolith_api::ApiConfig {

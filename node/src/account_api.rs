@@ -1,8 +1,9 @@
 //! The node's side of the account and chain API (api.md, served by `regolith-api`): accounts, the config and
 //! libraries from the newest applied states ([`NewestStates`], which the pipeline publishes after every
 //! group), key blocks and their proofs from storage, and sendMessage through the node's external-message
-//! relay. The transactions index is not kept yet: its methods answer -32002, as a stock node without one does,
-//! except getAccountsByCodeHash (nekoton's `check_connection`), answered from the newest states.
+//! relay; transactions and accounts by code hash from the transactions index ([`crate::tx_index`]). A node
+//! without the index (`api.transactions_index: false`) answers its methods -32002 as stock does, except
+//! getAccountsByCodeHash (nekoton's `check_connection`), answered from the newest states.
 //!
 //! `POST /v1/messages`, the node's own endpoint for a message BOC (binary or base64), is served beside the API
 //! on the same server.
@@ -14,6 +15,7 @@ use axum::body::Bytes as BodyBytes;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use bytes::Bytes;
+use regolith_api::index::{IndexError, TransactionsIndex};
 use regolith_api::{
     AccountLookup, ApiBackend, BackendError, BackendFeatures, BackendFuture, ConfigSnapshot,
     ExternalMessage, GenTimings, KeyBlockProof, McTimings, NodeStatus,
@@ -31,23 +33,38 @@ pub struct NodeApi {
     newest: NewestStates,
     synced: Arc<AtomicBool>,
     relay: Arc<ExternalRelay>,
+    index: Option<TransactionsIndex>,
 }
 
 impl NodeApi {
-    /// The data source over the node's storage, its newest states, its "synced to the peers' tip" flag and
-    /// its relay of external messages.
+    /// The data source over the node's storage, its newest states, its "synced to the peers' tip" flag, its
+    /// relay of external messages and its transactions index (`None`: the index methods answer -32002).
     pub fn new(
         storage: Storage,
         newest: NewestStates,
         synced: Arc<AtomicBool>,
         relay: Arc<ExternalRelay>,
+        index: Option<TransactionsIndex>,
     ) -> Arc<Self> {
         Arc::new(Self {
             storage,
             newest,
             synced,
             relay,
+            index,
         })
+    }
+
+    /// Runs `read` on the index on a blocking thread.
+    async fn with_index<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&TransactionsIndex) -> Result<T, IndexError> + Send + 'static,
+    ) -> Result<T, BackendError> {
+        let index = self.index.clone().ok_or(BackendError::NotSupported)?;
+        tokio::task::spawn_blocking(move || read(&index))
+            .await
+            .map_err(|e| internal("the transactions index", e))?
+            .map_err(|e| internal("the transactions index", e))
     }
 
     fn states(&self) -> Result<Arc<ChainStates>, BackendError> {
@@ -71,7 +88,7 @@ fn mc_state(states: &ChainStates) -> Result<ShardStateUnsplit, BackendError> {
 impl ApiBackend for NodeApi {
     fn features(&self) -> BackendFeatures {
         BackendFeatures {
-            transactions_index: false,
+            transactions_index: self.index.is_some(),
             block_data: false,
             accounts_by_code_hash: true,
         }
@@ -87,7 +104,14 @@ impl ApiBackend for NodeApi {
                         last_mc_block_seqno: states.mc().id.seqno,
                         last_mc_utime: mc.gen_utime,
                         mc_time_diff: i64::from(published) - i64::from(mc.gen_utime),
-                        smallest_known_lt: None,
+                        smallest_known_lt: match &self.index {
+                            Some(index) => Some(
+                                index
+                                    .smallest_known_lt()
+                                    .map_err(|e| internal("the transactions index", e))?,
+                            ),
+                            None => None,
+                        },
                     })
                 }
                 None => None,
@@ -232,29 +256,33 @@ impl ApiBackend for NodeApi {
 
     fn transactions<'a>(
         &'a self,
-        _account: &'a StdAddr,
-        _last_lt: Option<u64>,
-        _limit: u8,
+        account: &'a StdAddr,
+        last_lt: Option<u64>,
+        limit: u8,
     ) -> BackendFuture<'a, Vec<Bytes>> {
-        Box::pin(async { Err(BackendError::NotSupported) })
+        let account = account.clone();
+        Box::pin(self.with_index(move |index| index.transactions(&account, last_lt, limit)))
     }
 
-    fn transaction<'a>(&'a self, _hash: &'a HashBytes) -> BackendFuture<'a, Option<Bytes>> {
-        Box::pin(async { Err(BackendError::NotSupported) })
+    fn transaction<'a>(&'a self, hash: &'a HashBytes) -> BackendFuture<'a, Option<Bytes>> {
+        let hash = *hash;
+        Box::pin(self.with_index(move |index| index.transaction(&hash)))
     }
 
     fn dst_transaction<'a>(
         &'a self,
-        _message_hash: &'a HashBytes,
+        message_hash: &'a HashBytes,
     ) -> BackendFuture<'a, Option<Bytes>> {
-        Box::pin(async { Err(BackendError::NotSupported) })
+        let hash = *message_hash;
+        Box::pin(self.with_index(move |index| index.dst_transaction(&hash)))
     }
 
     fn transaction_block_id<'a>(
         &'a self,
-        _hash: &'a HashBytes,
+        hash: &'a HashBytes,
     ) -> BackendFuture<'a, Option<BlockId>> {
-        Box::pin(async { Err(BackendError::NotSupported) })
+        let hash = *hash;
+        Box::pin(self.with_index(move |index| index.transaction_block_id(&hash)))
     }
 
     fn accounts_by_code_hash<'a>(
@@ -265,6 +293,13 @@ impl ApiBackend for NodeApi {
     ) -> BackendFuture<'a, Vec<StdAddr>> {
         let (code_hash, continuation) = (*code_hash, continuation.cloned());
         Box::pin(async move {
+            if self.index.is_some() {
+                return self
+                    .with_index(move |index| {
+                        index.accounts_by_code_hash(&code_hash, continuation.as_ref(), limit)
+                    })
+                    .await;
+            }
             let states = self.states()?;
             tokio::task::spawn_blocking(move || {
                 scan_code_hash(&states, &code_hash, continuation.as_ref(), limit)
@@ -286,9 +321,8 @@ impl ApiBackend for NodeApi {
 }
 
 /// Active accounts whose code has `code_hash`, read from the newest states in the order of api.md §4
-/// (workchain as an unsigned byte, then account id), strictly after `continuation`, at most `limit`. Without
-/// the transactions index this walks every account of the states: fine for the chains of the tests and a
-/// devnet, linear in the accounts of a large chain.
+/// (workchain as an unsigned byte, then account id), strictly after `continuation`, at most `limit`: for a
+/// node without the transactions index. It walks every account of the states: linear in the accounts.
 fn scan_code_hash(
     states: &ChainStates,
     code_hash: &HashBytes,

@@ -30,6 +30,7 @@ pub mod run;
 pub mod start;
 pub mod sync;
 pub mod trust;
+pub mod tx_index;
 
 use anyhow::Result;
 

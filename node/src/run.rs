@@ -256,6 +256,17 @@ pub async fn run(
     // The account API (and `POST /v1/messages`) reads the newest states the pipeline publishes.
     let newest_states = regolith_state::NewestStates::default();
     let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let index = match (node_config.api_address, node_config.api.transactions_index) {
+        (Some(_), true) => {
+            let path = data.root.join("api");
+            Some(
+                regolith_api::index::TransactionsIndex::open(&path).with_context(|| {
+                    format!("cannot open the transactions index {}", path.display())
+                })?,
+            )
+        }
+        _ => None,
+    };
     let api = match node_config.api_address {
         Some(address) => {
             let backend = crate::account_api::NodeApi::new(
@@ -263,6 +274,7 @@ pub async fn run(
                 newest_states.clone(),
                 synced.clone(),
                 relay.clone(),
+                index.clone(),
             );
             let config = node_config.api.at(address);
             let server = regolith_api::serve(
@@ -332,6 +344,14 @@ pub async fn run(
         stop_rx.clone(),
     ));
     relay.connect(client.clone());
+    if let Some(index) = index {
+        tokio::spawn(crate::tx_index::run(
+            storage.clone(),
+            index,
+            newest_states.clone(),
+            stop_rx.clone(),
+        ));
+    }
     // A live node makes its own chain (live.json); any other node follows its peers.
     let mut task = match live {
         Some(live) => {

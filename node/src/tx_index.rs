@@ -1,0 +1,159 @@
+//! The transactions index a running node keeps for its account API (api.md §6, §8; `regolith_api::index`): a
+//! task that follows the last applied mc block and indexes each group in order, from the stored blocks, in one
+//! batch per group. It starts where the index stopped (after a crash: the group after the last one indexed),
+//! so nothing is indexed twice or lost. The code of the accounts a group touched is read from the newest
+//! states: the index answers for the chain as it is now.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use regolith_api::index::{block_transactions, IndexedBlock, TransactionsIndex};
+use regolith_state::{ChainStates, NewestStates};
+use regolith_storage::Storage;
+use tycho_types::cell::HashBytes;
+use tycho_types::models::{AccountState, ShardStateUnsplit, StdAddr};
+
+/// How often the task looks for newly applied groups.
+const POLL: Duration = Duration::from_millis(200);
+
+/// Indexes every applied group until `stop` turns true.
+pub async fn run(
+    storage: Storage,
+    index: TransactionsIndex,
+    newest: NewestStates,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let pass = {
+            let (storage, index, newest) = (storage.clone(), index.clone(), newest.clone());
+            tokio::task::spawn_blocking(move || catch_up(&storage, &index, &newest)).await
+        };
+        match pass {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                metrics::counter!("regolith_api_index_failures_total").increment(1);
+                tracing::warn!(error = %format!("{e:#}"), "indexing transactions failed; retrying");
+            }
+            Err(e) => tracing::error!(error = %e, "the transactions indexer ended abnormally"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Indexes the groups after the last indexed one up to the last applied mc block (once the newest states are
+/// published: the code of touched accounts is read from them).
+pub fn catch_up(storage: &Storage, index: &TransactionsIndex, newest: &NewestStates) -> Result<()> {
+    let Some(states) = newest.get() else {
+        return Ok(());
+    };
+    let Some(last) = storage.node_state().load_last_mc_block_id()? else {
+        return Ok(());
+    };
+    let mut next = match index.last_indexed_mc()? {
+        Some(seqno) => seqno + 1,
+        // The node's first mc block (the zerostate, or a cold boot's block) has no group to index.
+        None => {
+            storage
+                .node_state()
+                .load_init_mc_block_id()?
+                .map_or(0, |id| id.seqno)
+                + 1
+        }
+    };
+    while next <= last.seqno.min(states.mc().id.seqno) {
+        index_group(storage, index, &states, next)?;
+        crate::crash::point("transactions-indexed");
+        metrics::gauge!("regolith_api_index_last_mc_seqno").set(f64::from(next));
+        next += 1;
+    }
+    Ok(())
+}
+
+/// Indexes the group of mc block `seqno`: the mc block and the shard blocks it brought.
+fn index_group(
+    storage: &Storage,
+    index: &TransactionsIndex,
+    states: &ChainStates,
+    seqno: u32,
+) -> Result<()> {
+    let mc = storage
+        .components()
+        .find_mc_block_data(seqno)?
+        .with_context(|| format!("mc block {seqno} is not stored (block GC removed it?)"))?;
+    let mut blocks = vec![IndexedBlock {
+        id: mc.id,
+        transactions: block_transactions(&mc.block, -1)?,
+    }];
+    // The shard blocks of this group: back from its top shard blocks while they were brought by this mc block.
+    let mut pending = mc.top_shard_blocks()?;
+    let mut seen = BTreeSet::new();
+    while let Some(id) = pending.pop() {
+        if id.seqno == 0 || !seen.insert(id) {
+            continue;
+        }
+        let Some(handle) = storage.handles().load_handle(&id)? else {
+            continue;
+        };
+        if handle.ref_by_mc_seqno() != seqno || !handle.has_data() {
+            continue;
+        }
+        // On the indexer's blocking thread: the storage's read is async.
+        let data = tokio::runtime::Handle::current()
+            .block_on(storage.components().load_block_data_raw(&handle))?;
+        let block = regolith_formats::ParsedBlock::parse(&id, &data)
+            .with_context(|| format!("shard block {id}"))?;
+        pending.extend(block.prev_ids()?);
+        blocks.push(IndexedBlock {
+            id,
+            transactions: block_transactions(&block.block, id.shard.workchain() as i8)?,
+        });
+    }
+    let touched: BTreeSet<StdAddr> = blocks
+        .iter()
+        .flat_map(|b| b.transactions.iter().map(|t| t.account.clone()))
+        .collect();
+    let codes = touched
+        .into_iter()
+        .map(|address| {
+            let code = code_hash(states, &address)?;
+            Ok((address, code))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let transactions: usize = blocks.iter().map(|b| b.transactions.len()).sum();
+    index.write_group(seqno, &blocks, &codes)?;
+    metrics::counter!("regolith_api_index_transactions_total").increment(transactions as u64);
+    Ok(())
+}
+
+/// The code hash of `address` in the newest states, if the account is active with code.
+fn code_hash(states: &ChainStates, address: &StdAddr) -> Result<Option<HashBytes>> {
+    let chain = if address.workchain == -1 {
+        states.mc()
+    } else {
+        match states.shards().iter().find(|s| {
+            s.id.shard.workchain() == i32::from(address.workchain)
+                && s.id.shard.contains_account(&address.address)
+        }) {
+            Some(chain) => chain,
+            None => return Ok(None),
+        }
+    };
+    let state = chain
+        .root
+        .parse::<ShardStateUnsplit>()
+        .with_context(|| format!("the state of {}", chain.id))?;
+    let Some((_, entry)) = state.load_accounts()?.get(address.address)? else {
+        return Ok(None);
+    };
+    let Some(account) = entry.load_account()? else {
+        return Ok(None);
+    };
+    Ok(match &account.state {
+        AccountState::Active(init) => init.code.as_ref().map(|c| *c.repr_hash()),
+        _ => None,
+    })
+}
