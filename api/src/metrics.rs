@@ -61,6 +61,7 @@ pub fn register_metrics() {
     metrics::gauge!("regolith_api_index_last_mc_seqno").set(0.0);
     metrics::counter!("regolith_api_index_transactions_total").absolute(0);
     metrics::counter!("regolith_api_index_failures_total").absolute(0);
+    metrics::counter!("regolith_api_index_skipped_groups_total").absolute(0);
 }
 
 /// Records one answered request.

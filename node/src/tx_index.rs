@@ -80,10 +80,17 @@ fn index_group(
     states: &ChainStates,
     seqno: u32,
 ) -> Result<()> {
-    let mc = storage
-        .components()
-        .find_mc_block_data(seqno)?
-        .with_context(|| format!("mc block {seqno} is not stored (block GC removed it?)"))?;
+    let Some(mc) = storage.components().find_mc_block_data(seqno)? else {
+        // Block GC collected it before it was indexed (an index turned on in an older data dir): its
+        // transactions cannot be indexed any more. Recorded as indexed, so that the index goes on.
+        tracing::warn!(
+            mc = seqno,
+            "mc block not stored (collected): its group is not in the transactions index"
+        );
+        metrics::counter!("regolith_api_index_skipped_groups_total").increment(1);
+        index.write_group(seqno, &[], &[])?;
+        return Ok(());
+    };
     let mut blocks = vec![IndexedBlock {
         id: mc.id,
         transactions: block_transactions(&mc.block, -1)?,
