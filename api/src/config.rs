@@ -59,6 +59,28 @@ pub struct ApiSettings {
     pub rate_limit: Option<RateLimit>,
     /// Keep the transactions index (`<data>/api/`); without it the index methods answer -32002.
     pub transactions_index: bool,
+    /// Transactions GC of the index (api.md §8), at every indexed key block; `null` keeps every transaction.
+    pub index_gc: Option<IndexGcConfig>,
+}
+
+/// How old transactions leave the index (api.md §8: stock's defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IndexGcConfig {
+    /// Transactions older than the newest key block made this long ago go.
+    #[serde(with = "humantime_serde")]
+    pub ttl: Duration,
+    /// Except each account's newest this many.
+    pub keep_per_account: u32,
+}
+
+impl Default for IndexGcConfig {
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(7 * 24 * 3600),
+            keep_per_account: 10,
+        }
+    }
 }
 
 impl Default for ApiSettings {
@@ -68,6 +90,7 @@ impl Default for ApiSettings {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             rate_limit: None,
             transactions_index: true,
+            index_gc: Some(IndexGcConfig::default()),
         }
     }
 }

@@ -30,7 +30,7 @@ pub use backend::{
     AccountLookup, ApiBackend, BackendError, BackendFeatures, BackendFuture, ConfigSnapshot,
     ExternalMessage, GenTimings, KeyBlockProof, McTimings, NodeStatus,
 };
-pub use config::{ApiConfig, ApiSettings, RateLimit};
+pub use config::{ApiConfig, ApiSettings, IndexGcConfig, RateLimit};
 pub use error::ApiError;
 pub use metrics::register_metrics;
 pub use server::{router, serve, ApiServer, ServeError};

@@ -62,6 +62,7 @@ pub fn register_metrics() {
     metrics::counter!("regolith_api_index_transactions_total").absolute(0);
     metrics::counter!("regolith_api_index_failures_total").absolute(0);
     metrics::counter!("regolith_api_index_skipped_groups_total").absolute(0);
+    metrics::counter!("regolith_api_index_gc_removed_total").absolute(0);
 }
 
 /// Records one answered request.

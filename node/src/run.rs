@@ -349,6 +349,7 @@ pub async fn run(
             storage.clone(),
             index,
             newest_states.clone(),
+            node_config.api.index_gc,
             stop_rx.clone(),
         ));
     }

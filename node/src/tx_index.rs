@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use regolith_api::index::{block_transactions, IndexedBlock, TransactionsIndex};
+use regolith_api::index::{block_transactions, IndexedBlock, KeyBlockTimes, TransactionsIndex};
+use regolith_api::IndexGcConfig;
 use regolith_state::{ChainStates, NewestStates};
 use regolith_storage::Storage;
 use tycho_types::cell::HashBytes;
@@ -22,12 +23,14 @@ pub async fn run(
     storage: Storage,
     index: TransactionsIndex,
     newest: NewestStates,
+    gc: Option<IndexGcConfig>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
         let pass = {
             let (storage, index, newest) = (storage.clone(), index.clone(), newest.clone());
-            tokio::task::spawn_blocking(move || catch_up(&storage, &index, &newest)).await
+            tokio::task::spawn_blocking(move || catch_up(&storage, &index, &newest, gc.as_ref()))
+                .await
         };
         match pass {
             Ok(Ok(())) => {}
@@ -45,8 +48,14 @@ pub async fn run(
 }
 
 /// Indexes the groups after the last indexed one up to the last applied mc block (once the newest states are
-/// published: the code of touched accounts is read from them).
-pub fn catch_up(storage: &Storage, index: &TransactionsIndex, newest: &NewestStates) -> Result<()> {
+/// published: the code of touched accounts is read from them), and runs transactions GC after each key
+/// block's group when `gc` is set.
+pub fn catch_up(
+    storage: &Storage,
+    index: &TransactionsIndex,
+    newest: &NewestStates,
+    gc: Option<&IndexGcConfig>,
+) -> Result<()> {
     let Some(states) = newest.get() else {
         return Ok(());
     };
@@ -65,21 +74,41 @@ pub fn catch_up(storage: &Storage, index: &TransactionsIndex, newest: &NewestSta
         }
     };
     while next <= last.seqno.min(states.mc().id.seqno) {
-        index_group(storage, index, &states, next)?;
+        let key_block = index_group(storage, index, &states, next)?;
         crate::crash::point("transactions-indexed");
+        if let (true, Some(gc)) = (key_block, gc) {
+            collect(index, gc)?;
+        }
         metrics::gauge!("regolith_api_index_last_mc_seqno").set(f64::from(next));
         next += 1;
     }
     Ok(())
 }
 
-/// Indexes the group of mc block `seqno`: the mc block and the shard blocks it brought.
+/// Transactions GC (api.md §8): the transactions older than the newest indexed key block made `ttl` ago go,
+/// but each account's newest `keep_per_account`.
+fn collect(index: &TransactionsIndex, gc: &IndexGcConfig) -> Result<()> {
+    let now = regolith_rpc::network::now_sec();
+    let cutoff = now.saturating_sub(gc.ttl.as_secs().min(u64::from(u32::MAX)) as u32);
+    let Some(min_lt) = index.gc_bound(cutoff)? else {
+        return Ok(());
+    };
+    let removed = index.collect(min_lt, gc.keep_per_account)?;
+    metrics::counter!("regolith_api_index_gc_removed_total").increment(removed);
+    if removed > 0 {
+        tracing::info!(removed, min_lt, "old transactions removed from the index");
+    }
+    Ok(())
+}
+
+/// Indexes the group of mc block `seqno`: the mc block and the shard blocks it brought. Whether the mc block
+/// is a key block.
 fn index_group(
     storage: &Storage,
     index: &TransactionsIndex,
     states: &ChainStates,
     seqno: u32,
-) -> Result<()> {
+) -> Result<bool> {
     let Some(mc) = storage.components().find_mc_block_data(seqno)? else {
         // Block GC collected it before it was indexed (an index turned on in an older data dir): its
         // transactions cannot be indexed any more. Recorded as indexed, so that the index goes on.
@@ -88,9 +117,17 @@ fn index_group(
             "mc block not stored (collected): its group is not in the transactions index"
         );
         metrics::counter!("regolith_api_index_skipped_groups_total").increment(1);
-        index.write_group(seqno, &[], &[])?;
-        return Ok(());
+        index.write_group(seqno, None, &[], &[])?;
+        return Ok(false);
     };
+    let info = mc
+        .block
+        .load_info()
+        .with_context(|| format!("mc block {seqno}: its info"))?;
+    let key_block = info.key_block.then_some(KeyBlockTimes {
+        gen_utime: info.gen_utime,
+        start_lt: info.start_lt,
+    });
     let mut blocks = vec![IndexedBlock {
         id: mc.id,
         transactions: block_transactions(&mc.block, -1)?,
@@ -131,9 +168,9 @@ fn index_group(
         })
         .collect::<Result<Vec<_>>>()?;
     let transactions: usize = blocks.iter().map(|b| b.transactions.len()).sum();
-    index.write_group(seqno, &blocks, &codes)?;
+    index.write_group(seqno, key_block, &blocks, &codes)?;
     metrics::counter!("regolith_api_index_transactions_total").increment(transactions as u64);
-    Ok(())
+    Ok(key_block.is_some())
 }
 
 /// The code hash of `address` in the newest states, if the account is active with code.

@@ -19,15 +19,18 @@ use tycho_types::cell::HashBytes;
 use tycho_types::models::{BlockId, StdAddr};
 
 pub use extract::{block_transactions, IndexedTransaction};
+pub use tables::KeyBlockTimes;
 use tables::{
-    AccountCodes, AccountKey, CodeAccounts, CodeKey, Hash32, IndexTables, Meta, Transactions,
-    TransactionsByHash, TransactionsByInMsg, TxKey, TxRow,
+    AccountCodes, AccountKey, CodeAccounts, CodeKey, Hash32, IndexTables, KeyBlocks, Meta,
+    SeqnoKey, Transactions, TransactionsByHash, TransactionsByInMsg, TxKey, TxRow,
 };
 
 /// The last mc block whose group is indexed.
 const LAST_INDEXED_MC: NameKey = NameKey("last_indexed_mc");
 /// The smallest lt indexed.
 const SMALLEST_LT: NameKey = NameKey("smallest_lt");
+/// Transactions GC removes per batch at most.
+pub const GC_BATCH_ROWS: usize = 10_000;
 
 /// Why the index failed.
 #[derive(Debug, thiserror::Error)]
@@ -92,14 +95,20 @@ impl TransactionsIndex {
 
     /// Indexes the group of mc block `mc_seqno` in one batch: the transactions of its blocks and the code of
     /// the accounts they touched (`codes`: each account's code hash in the newest state, `None` when it is not
-    /// active), and records `mc_seqno` as the last indexed.
+    /// active), the times of the mc block if it is a key block (`key_block`, for GC), and records `mc_seqno`
+    /// as the last indexed.
     pub fn write_group(
         &self,
         mc_seqno: u32,
+        key_block: Option<KeyBlockTimes>,
         blocks: &[IndexedBlock],
         codes: &[(StdAddr, Option<HashBytes>)],
     ) -> Result<(), IndexError> {
         let mut batch: Batch<IndexTables> = Batch::new();
+        if let Some(times) = &key_block {
+            self.db
+                .batch_put::<KeyBlocks>(&mut batch, &SeqnoKey(mc_seqno), times);
+        }
         let mut smallest = self.smallest_known_lt()?;
         for block in blocks {
             for tx in &block.transactions {
@@ -114,6 +123,7 @@ impl TransactionsIndex {
                     &TxRow {
                         block: block.id,
                         hash: tx.hash,
+                        in_msg_hash: tx.in_msg_hash,
                         boc: tx.boc.clone(),
                     },
                 );
@@ -169,6 +179,68 @@ impl TransactionsIndex {
         self.db
             .write(batch, format_args!("indexing mc block {mc_seqno}"))?;
         Ok(())
+    }
+
+    /// The GC bound for transactions older than `cutoff_utime` (api.md §8): the `start_lt` of the newest
+    /// indexed key block made at or before it, if any.
+    pub fn gc_bound(&self, cutoff_utime: u32) -> Result<Option<u64>, IndexError> {
+        for row in self.db.iter_rev::<KeyBlocks>(KeyRange::all()) {
+            let (_, times) = row?;
+            if times.gen_utime <= cutoff_utime {
+                return Ok(Some(times.start_lt));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Removes old transactions (api.md §8): of each account, those with lt below `min_lt` except its newest
+    /// `keep`, with their rows by hash and by inbound message, a batch per at most [`GC_BATCH_ROWS`] rows;
+    /// then `smallestKnownLt` becomes `min_lt`. A crash in between leaves whole transactions (each batch
+    /// removes all three rows of each), and the next GC goes on. Returns the transactions removed.
+    pub fn collect(&self, min_lt: u64, keep: u32) -> Result<u64, IndexError> {
+        let mut removed = 0u64;
+        let mut batch: Batch<IndexTables> = Batch::new();
+        let mut in_batch = 0usize;
+        // Newest first, so that each account's first `keep` rows are its newest.
+        let mut account: Option<AccountKey> = None;
+        let mut seen = 0u32;
+        for row in self.db.iter_rev::<Transactions>(KeyRange::all()) {
+            let (key, row) = row?;
+            if account != Some(key.account) {
+                account = Some(key.account);
+                seen = 0;
+            }
+            seen += 1;
+            if seen <= keep || key.lt >= min_lt {
+                continue;
+            }
+            self.db.batch_delete::<Transactions>(&mut batch, &key);
+            self.db
+                .batch_delete::<TransactionsByHash>(&mut batch, &Hash32(row.hash));
+            if let Some(in_msg) = row.in_msg_hash {
+                self.db
+                    .batch_delete::<TransactionsByInMsg>(&mut batch, &Hash32(in_msg));
+            }
+            removed += 1;
+            in_batch += 1;
+            if in_batch >= GC_BATCH_ROWS {
+                self.db.write(
+                    std::mem::replace(&mut batch, Batch::new()),
+                    "removing old transactions",
+                )?;
+                in_batch = 0;
+            }
+        }
+        let smallest = self.smallest_known_lt()?;
+        if smallest == u64::MAX || smallest < min_lt {
+            self.db.batch_put::<Meta>(
+                &mut batch,
+                &SMALLEST_LT,
+                &RawBytes(min_lt.to_le_bytes().to_vec()),
+            );
+        }
+        self.db.write(batch, "removing old transactions")?;
+        Ok(removed)
     }
 
     /// Up to `limit` transaction BOCs of `account`, newest first, each with lt ≤ `last_lt` when given.
@@ -299,6 +371,10 @@ mod tests {
         index
             .write_group(
                 1,
+                Some(KeyBlockTimes {
+                    gen_utime: 1000,
+                    start_lt: 17,
+                }),
                 &[first],
                 &[(a.clone(), Some(code1)), (m.clone(), Some(code1))],
             )
@@ -337,7 +413,15 @@ mod tests {
         );
         // A new code moves the account; an inactive one leaves the code index.
         index
-            .write_group(2, &[], &[(a.clone(), Some(code2)), (m.clone(), None)])
+            .write_group(
+                2,
+                Some(KeyBlockTimes {
+                    gen_utime: 2000,
+                    start_lt: 19,
+                }),
+                &[],
+                &[(a.clone(), Some(code2)), (m.clone(), None)],
+            )
             .unwrap();
         assert!(index
             .accounts_by_code_hash(&code1, None, 10)
@@ -345,13 +429,31 @@ mod tests {
             .is_empty());
         assert_eq!(
             index.accounts_by_code_hash(&code2, None, 10).unwrap(),
-            vec![a]
+            vec![a.clone()]
         );
         assert_eq!(index.last_indexed_mc().unwrap(), Some(2));
+        // The GC bound: the start lt of the newest key block at or before the cutoff.
+        assert_eq!(index.gc_bound(999).unwrap(), None);
+        assert_eq!(index.gc_bound(1500).unwrap(), Some(17));
+        assert_eq!(index.gc_bound(2000).unwrap(), Some(19));
+        // GC: below lt 17, all but the newest 3 of the account go, with their rows by hash and message.
+        assert_eq!(index.collect(17, 3).unwrap(), 7);
+        assert_eq!(
+            index.transactions(&a, None, 100).unwrap(),
+            vec![vec![19u8; 3], vec![18; 3], vec![17; 3]]
+        );
+        assert_eq!(index.transaction(&HashBytes([12; 32])).unwrap(), None);
+        assert_eq!(index.dst_transaction(&HashBytes([112; 32])).unwrap(), None);
+        assert_eq!(index.smallest_known_lt().unwrap(), 17);
+        // The newest `keep` stay even when older than the bound.
+        assert_eq!(index.collect(19, 2).unwrap(), 1);
+        assert_eq!(index.transactions(&a, None, 100).unwrap().len(), 2);
+        assert!(index.transaction(&HashBytes([19; 32])).unwrap().is_some());
         // Reopened: the same.
         drop(index);
         let index = TransactionsIndex::open(dir.path()).unwrap();
         assert_eq!(index.last_indexed_mc().unwrap(), Some(2));
-        assert_eq!(index.smallest_known_lt().unwrap(), 10);
+        assert_eq!(index.smallest_known_lt().unwrap(), 19);
+        assert_eq!(index.transactions(&a, None, 100).unwrap().len(), 2);
     }
 }

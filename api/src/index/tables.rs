@@ -11,7 +11,8 @@ tables! {
     pub(crate) schema IndexTables(());
     /// Index metadata: ASCII name → value (`last_indexed_mc`: u32 LE; `smallest_lt`: u64 LE).
     Meta: "meta", NameKey => RawBytes;
-    /// Transactions: account (33) ‖ lt u64 BE (8) → block id (80, LE layout) ‖ transaction hash (32) ‖ BOC.
+    /// Transactions: account (33) ‖ lt u64 BE (8) → block id (80, LE layout) ‖ transaction hash (32) ‖ has an
+    /// inbound message (1) ‖ [its hash (32)] ‖ BOC.
     Transactions: "transactions", TxKey => TxRow;
     /// Transactions by hash: transaction hash (32) → account (33) ‖ lt u64 BE (8).
     TransactionsByHash: "transactions_by_hash", Hash32 => TxKey;
@@ -21,6 +22,50 @@ tables! {
     CodeAccounts: "code_accounts", CodeKey => Empty;
     /// The code each indexed account has now: account (33) → code hash (32).
     AccountCodes: "account_codes", AccountKey => Hash32;
+    /// The indexed key blocks, for transactions GC (api.md §8): mc seqno u32 BE (4) → gen_utime u32 LE (4) ‖
+    /// start_lt u64 LE (8).
+    KeyBlocks: "key_blocks", SeqnoKey => KeyBlockTimes;
+}
+
+/// An mc seqno, big-endian.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SeqnoKey(pub(crate) u32);
+
+impl Codec for SeqnoKey {
+    type Encoded<'a> = [u8; 4];
+    fn encode(&self) -> [u8; 4] {
+        self.0.to_be_bytes()
+    }
+    fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        DecodeError::check_len("seqno", bytes, 4)?;
+        Ok(Self(u32::from_be_bytes(bytes.try_into().expect("4 bytes"))))
+    }
+}
+
+/// When a key block was made and its first lt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyBlockTimes {
+    /// Its `gen_utime`.
+    pub gen_utime: u32,
+    /// Its `start_lt`.
+    pub start_lt: u64,
+}
+
+impl Codec for KeyBlockTimes {
+    type Encoded<'a> = [u8; 12];
+    fn encode(&self) -> [u8; 12] {
+        let mut out = [0u8; 12];
+        out[..4].copy_from_slice(&self.gen_utime.to_le_bytes());
+        out[4..].copy_from_slice(&self.start_lt.to_le_bytes());
+        out
+    }
+    fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        DecodeError::check_len("key block times", bytes, 12)?;
+        Ok(Self {
+            gen_utime: u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes")),
+            start_lt: u64::from_le_bytes(bytes[4..].try_into().expect("8 bytes")),
+        })
+    }
 }
 
 /// A 32-byte hash.
@@ -93,36 +138,57 @@ impl Codec for TxKey {
     }
 }
 
-/// A stored transaction: its block, its hash and its BOC.
+/// A stored transaction: its block, its hash, its inbound message's hash and its BOC.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TxRow {
     pub(crate) block: tycho_types::models::BlockId,
     pub(crate) hash: HashBytes,
+    pub(crate) in_msg_hash: Option<HashBytes>,
     pub(crate) boc: Vec<u8>,
 }
 
 impl Codec for TxRow {
     type Encoded<'a> = Vec<u8>;
     fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(112 + self.boc.len());
+        let mut out = Vec::with_capacity(145 + self.boc.len());
         out.extend_from_slice(&regolith_formats::encode_block_id(&self.block));
         out.extend_from_slice(self.hash.as_slice());
+        match &self.in_msg_hash {
+            Some(hash) => {
+                out.push(1);
+                out.extend_from_slice(hash.as_slice());
+            }
+            None => out.push(0),
+        }
         out.extend_from_slice(&self.boc);
         out
     }
     fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        if bytes.len() < 112 {
-            return Err(DecodeError::new(format!(
-                "a transaction row of {} bytes",
-                bytes.len()
-            )));
+        let short = || DecodeError::new(format!("a transaction row of {} bytes", bytes.len()));
+        if bytes.len() < 113 {
+            return Err(short());
         }
         let block = regolith_formats::decode_block_id(&bytes[..80])
             .map_err(|e| DecodeError::new(format!("a transaction row's block id: {e}")))?;
+        let hash = HashBytes(bytes[80..112].try_into().expect("32 bytes"));
+        let (in_msg_hash, boc) = match bytes[112] {
+            0 => (None, &bytes[113..]),
+            1 if bytes.len() >= 145 => (
+                Some(HashBytes(bytes[113..145].try_into().expect("32 bytes"))),
+                &bytes[145..],
+            ),
+            1 => return Err(short()),
+            other => {
+                return Err(DecodeError::new(format!(
+                    "a transaction row's message flag {other}"
+                )))
+            }
+        };
         Ok(Self {
             block,
-            hash: HashBytes(bytes[80..112].try_into().expect("32 bytes")),
-            boc: bytes[112..].to_vec(),
+            hash,
+            in_msg_hash,
+            boc: boc.to_vec(),
         })
     }
 }
