@@ -292,10 +292,14 @@ fn nekoton_reads_every_account_of_a_synced_node_over_jrpc_and_protobuf() {
     let import: Vec<&str> = import.iter().map(String::as_str).collect();
     ok(&server, &import);
     let server_run = spawn_run(&server);
+    // A failure half-way kills the nodes this test started.
+    let mut reaper = Reaper::default();
+    reaper.watch(&server_run.child);
 
     let api_port = free_tcp_port();
     let (follower, follower_metrics) = node("follower", Some(api_port), Some(&server));
     let follower_run = spawn_run(&follower);
+    reaper.watch(&follower_run.child);
     let at_tip = |metrics: u16| {
         wait_until(
             "the node did not sync and index to the tip",
@@ -361,6 +365,7 @@ fn nekoton_reads_every_account_of_a_synced_node_over_jrpc_and_protobuf() {
         "{stderr}"
     );
     let crashed_run = spawn_run(&crashed);
+    reaper.watch(&crashed_run.child);
     at_tip(crashed_metrics);
     let mut answers = Vec::new();
     for (kind, port, path) in [
@@ -423,6 +428,7 @@ fn nekoton_reads_every_account_of_a_synced_node_over_jrpc_and_protobuf() {
         config["api"]["index_gc"] = json!({"ttl": "1s", "keep_per_account": 3});
     });
     let collected_run = spawn_run(&collected);
+    reaper.watch(&collected_run.child);
     at_tip(collected_metrics);
     let out = Command::new(python())
         .arg(&script)

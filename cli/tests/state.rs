@@ -431,6 +431,9 @@ fn a_node_synced_from_genesis_makes_the_persistent_states_a_fresh_node_cold_boot
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     ok(&server, &args);
     let server_run = spawn_run(&server);
+    // A failure half-way kills the nodes this test started.
+    let mut reaper = Reaper::default();
+    reaper.watch(&server_run.child);
 
     // The node syncs from genesis, applying every state update, and writes its persistent states.
     let (synced, synced_metrics) = make_node(
@@ -439,6 +442,7 @@ fn a_node_synced_from_genesis_makes_the_persistent_states_a_fresh_node_cold_boot
         Some(serde_json::json!({"type": "genesis"})),
     );
     let synced_run = spawn_run(&synced);
+    reaper.watch(&synced_run.child);
     wait_until(
         "the node did not sync to the tip from genesis",
         Duration::from_secs(900),
@@ -456,6 +460,7 @@ fn a_node_synced_from_genesis_makes_the_persistent_states_a_fresh_node_cold_boot
     // A fresh node that knows only the synced node cold-boots from its newest persistent state.
     let (fresh, fresh_metrics) = make_node("fresh", &[&synced], None);
     let fresh_run = spawn_run(&fresh);
+    reaper.watch(&fresh_run.child);
     wait_until(
         "the fresh node did not follow the chain to its tip",
         Duration::from_secs(600),

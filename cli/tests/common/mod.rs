@@ -228,6 +228,32 @@ pub(crate) fn metric(port: u16, name: &str) -> Option<f64> {
     metric_value(&metrics_page(port)?, name)
 }
 
+/// Kills (SIGKILL) the processes it was given when dropped: a test that fails half-way leaves no node running.
+/// A process that has exited already is not there to kill (its pid is not reused while we hold no wait on it
+/// for long: the test reaps its children before it ends).
+#[derive(Default)]
+pub(crate) struct Reaper(Vec<u32>);
+
+impl Reaper {
+    /// Kills `child` when the reaper is dropped.
+    #[allow(dead_code)]
+    pub(crate) fn watch(&mut self, child: &Child) {
+        self.0.push(child.id());
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for pid in &self.0 {
+            // SAFETY: kill(2) only sends a signal, here to a child process this test started.
+            unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+        }
+    }
+}
+
 /// Sends SIGTERM (a clean stop) to a child process.
 pub(crate) fn sigterm(child: &Child) {
     // SAFETY: kill(2) only sends a signal, here to our own child process.

@@ -1,6 +1,7 @@
 //! `regolith bench ...`: benchmarks that print figures (never timing assertions in tests). The instruments
 //! they share with the tests (child node processes, the forging peer, fixture chains) are regolith-testbed's.
 
+mod api;
 mod client;
 mod handles;
 mod hostile;
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
+pub use api::ApiBenchArgs;
 pub use client::ClientBenchArgs;
 pub use handles::HANDLES_DEFAULT_COUNT;
 pub use rpc::RpcBenchArgs;
@@ -49,6 +51,9 @@ enum BenchCommand {
     /// A fresh `regolith run` syncs the fixture chain or a generated one (`--chain`, `--generate`) from 1 and
     /// 3 in-process serving nodes: blocks/s, MiB/s and peak RSS, block by block, from archives, and cold-booted.
     Sync(SyncBenchArgs),
+    /// The account API of a `regolith run` syncing a generated chain: getContractState and
+    /// getTransactionsList requests/s and p50/p99 at 1 and 32 clients, and the index's bytes per transaction.
+    Api(ApiBenchArgs),
     /// The internal-queue cases of queue.md §12 (fresh temp databases; build with --release).
     Queue {
         /// Print JSON instead of a table.
@@ -75,6 +80,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::Rpc(args) => rpc::rpc(args).await,
         BenchCommand::Client(args) => client::client(args).await,
         BenchCommand::Sync(args) => sync::sync(args).await,
+        BenchCommand::Api(args) => api::api(args).await,
         BenchCommand::Queue {
             json,
             quick,
