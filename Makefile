@@ -33,3 +33,4 @@ bench: deps
 	$(REGOLITH) bench client
 	$(REGOLITH) bench sync --fixtures $(FIXTURES)
 	$(REGOLITH) bench handles
+	$(REGOLITH) bench api --fixtures $(FIXTURES) --generate 4000 --accounts 10000
