@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::*;
 use regolith_formats::persistent_state::{parse_state_object_name, StateObject, StatePart};
 use regolith_storage::StateKind;
-use regolith_test_support::{free_tcp_port, free_udp_port, wait_until, zerostate_path};
+use regolith_test_support::{free_tcp_port, wait_until, zerostate_path};
 use serde_json::{json, Value};
 use tycho_types::models::ShardStateUnsplit;
 
@@ -241,44 +241,11 @@ fn nekoton_reads_every_account_of_a_synced_node_over_jrpc_and_protobuf() {
 
     let node = |name: &str, api: Option<u16>, peer: Option<&Path>| -> (PathBuf, u16) {
         let data = dir.path().join(name);
-        let metrics = free_tcp_port();
-        let listen = format!("127.0.0.1:{}", free_udp_port());
-        let metrics_arg = format!("127.0.0.1:{metrics}");
-        let api_arg = api.map(|port| format!("127.0.0.1:{port}"));
-        let mut args = vec![
-            "init",
-            "--zerostate",
-            zerostate.to_str().unwrap(),
-            "--listen",
-            &listen,
-            "--metrics",
-            &metrics_arg,
-        ];
-        if let Some(api) = &api_arg {
-            args.extend(["--api", api.as_str()]);
-        }
-        ok(&data, &args);
-        edit_node_config(&data, |config| {
-            let (overlay, dht) = regolith_rpc::network::quick_discovery();
-            config["overlay"] = serde_json::to_value(overlay).unwrap();
-            config["dht"] = serde_json::to_value(dht).unwrap();
-            if peer.is_some() {
-                config["boot"] = json!({"type": "genesis"});
-            }
-            // The generated chain is older than the GC's default week: keep every transaction here.
-            config["api"]["index_gc"] = Value::Null;
-        });
-        if let Some(peer) = peer {
-            let path = data.join("global.json");
-            let mut global: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-            let theirs: Value =
-                serde_json::from_slice(&std::fs::read(peer.join("global.json")).unwrap()).unwrap();
-            global["bootstrap_peers"]
-                .as_array_mut()
-                .unwrap()
-                .push(theirs["bootstrap_peers"][0].clone());
-            std::fs::write(&path, global.to_string()).unwrap();
-        }
+        let peers: Vec<&Path> = peer.into_iter().collect();
+        let boot = peer.map(|_| json!({"type": "genesis"}));
+        let metrics = init_loopback_node(&data, &zerostate, api, &peers, boot);
+        // The generated chain is older than the GC's default week: keep every transaction here.
+        edit_node_config(&data, |config| config["api"]["index_gc"] = Value::Null);
         (data, metrics)
     };
     let (server, _) = node("server", None, None);

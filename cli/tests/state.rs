@@ -81,6 +81,44 @@ fn served_states(data: &Path) -> Vec<(String, String, u64)> {
         .collect()
 }
 
+/// Compares every persistent state `data` serves (but the zerostates) with the generator's file of the same
+/// name in `chain`: a shard state must have its root, a queue state its bytes (the same diffs and messages in
+/// the same order). Returns the mc blocks whose states are served, in order, and the files compared.
+fn served_states_equal_to_the_generators(data: &Path, chain: &Path) -> (Vec<u32>, usize) {
+    let served: Value = serde_json::from_str(&ok(data, &["inspect", "--json", "states"])).unwrap();
+    let mut mc_blocks = Vec::new();
+    let mut compared = 0;
+    for record in served.as_array().unwrap() {
+        let file = Path::new(record["file"].as_str().unwrap());
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(StateObject::State(id, kind, StatePart::Unsplit)) = parse_state_object_name(&name)
+        else {
+            panic!("an unexpected state file {name}");
+        };
+        if id.seqno == 0 {
+            continue;
+        }
+        if id.is_masterchain() && kind == StateKind::Shard {
+            mc_blocks.push(id.seqno);
+        }
+        let ours = zstd::decode_all(std::fs::File::open(file).unwrap()).unwrap();
+        let theirs =
+            zstd::decode_all(std::fs::File::open(chain.join("states").join(&name)).unwrap())
+                .unwrap();
+        match kind {
+            StateKind::Shard => assert_eq!(
+                tycho_types::boc::Boc::decode(&ours).unwrap().repr_hash(),
+                tycho_types::boc::Boc::decode(&theirs).unwrap().repr_hash(),
+                "{name}"
+            ),
+            StateKind::Queue => assert!(ours == theirs, "{name}: the queue states differ"),
+        }
+        compared += 1;
+    }
+    mc_blocks.sort_unstable();
+    (mc_blocks, compared)
+}
+
 /// `inspect state --check`, which must be clean.
 fn checked_states(data: &Path) -> Value {
     let out = ok(data, &["inspect", "--json", "state", "--check"]);
@@ -147,39 +185,8 @@ fn imported_states_are_exact_equal_to_the_generators_and_survive_crashes_at_and_
     // (mc and 2 shards, shard and queue state each) and the zerostates. Each of its shard-state files has
     // the root of the generator's file for the same block, and each queue state is the generator's, byte
     // for byte.
-    let served: Value = serde_json::from_str(&ok(&data, &["inspect", "--json", "states"])).unwrap();
-    let mut made = 0;
-    let mut mc_blocks = Vec::new();
-    for record in served.as_array().unwrap() {
-        let file = Path::new(record["file"].as_str().unwrap());
-        let name = file.file_name().unwrap().to_string_lossy().into_owned();
-        let Some(StateObject::State(id, kind, StatePart::Unsplit)) = parse_state_object_name(&name)
-        else {
-            panic!("an unexpected state file {name}");
-        };
-        if id.seqno == 0 {
-            continue;
-        }
-        if id.is_masterchain() && kind == StateKind::Shard {
-            mc_blocks.push(id.seqno);
-        }
-        let ours = zstd::decode_all(std::fs::File::open(file).unwrap()).unwrap();
-        let theirs =
-            zstd::decode_all(std::fs::File::open(chain.join("states").join(&name)).unwrap())
-                .unwrap();
-        match kind {
-            StateKind::Shard => assert_eq!(
-                tycho_types::boc::Boc::decode(&ours).unwrap().repr_hash(),
-                tycho_types::boc::Boc::decode(&theirs).unwrap().repr_hash(),
-                "{name}"
-            ),
-            // The same diffs and messages in the same order: the same bytes.
-            StateKind::Queue => assert!(ours == theirs, "{name}: the queue states differ"),
-        }
-        made += 1;
-    }
-    mc_blocks.sort_unstable();
-    assert_eq!(mc_blocks, vec![60, 80, 100], "{served}");
+    let (mc_blocks, made) = served_states_equal_to_the_generators(&data, &chain);
+    assert_eq!(mc_blocks, vec![60, 80, 100]);
     assert_eq!(
         made, 18,
         "3 persistent key blocks × (mc + 2 shards) × (shard + queue)"
@@ -351,7 +358,7 @@ fn a_signed_block_whose_state_update_does_not_follow_is_refused_with_its_group()
 /// follows the chain to its tip.
 #[test]
 fn a_node_synced_from_genesis_makes_the_persistent_states_a_fresh_node_cold_boots_from() {
-    use regolith_test_support::{free_tcp_port, free_udp_port, wait_until};
+    use regolith_test_support::wait_until;
     use std::time::Duration;
 
     const TIP: u32 = 900;
@@ -387,40 +394,7 @@ fn a_node_synced_from_genesis_makes_the_persistent_states_a_fresh_node_cold_boot
     // A node with its own addresses, quick discovery, and the given bootstrap peers.
     let make_node = |name: &str, peers: &[&Path], boot: Option<Value>| -> (PathBuf, u16) {
         let data = dir.path().join(name);
-        let metrics = free_tcp_port();
-        ok(
-            &data,
-            &[
-                "init",
-                "--zerostate",
-                zerostate.to_str().unwrap(),
-                "--listen",
-                &format!("127.0.0.1:{}", free_udp_port()),
-                "--metrics",
-                &format!("127.0.0.1:{metrics}"),
-            ],
-        );
-        edit_node_config(&data, |config| {
-            let (overlay, dht) = regolith_rpc::network::quick_discovery();
-            config["overlay"] = serde_json::to_value(overlay).unwrap();
-            config["dht"] = serde_json::to_value(dht).unwrap();
-            if let Some(boot) = boot {
-                config["boot"] = boot;
-            }
-        });
-        let global_path = data.join("global.json");
-        let mut global: Value =
-            serde_json::from_slice(&std::fs::read(&global_path).unwrap()).unwrap();
-        for peer in peers {
-            let theirs: Value =
-                serde_json::from_slice(&std::fs::read(peer.join("global.json")).unwrap()).unwrap();
-            let peer_info = theirs["bootstrap_peers"][0].clone();
-            global["bootstrap_peers"]
-                .as_array_mut()
-                .unwrap()
-                .push(peer_info);
-        }
-        std::fs::write(&global_path, global.to_string()).unwrap();
+        let metrics = init_loopback_node(&data, &zerostate, None, peers, boot);
         (data, metrics)
     };
     let height = |port: u16| metric(port, "regolith_sync_last_applied_mc_seqno").map(|v| v as u32);
@@ -473,39 +447,8 @@ fn a_node_synced_from_genesis_makes_the_persistent_states_a_fresh_node_cold_boot
     // What the synced node serves: the zerostates and, rotated as stock rotates them, the states of the
     // persistent key blocks 400, 600 and 800 (mc and both shards; shard and queue state each), each made
     // by the node: the roots of the generator's files, and the generator's queue states byte for byte.
-    let served: Value =
-        serde_json::from_str(&ok(&synced, &["inspect", "--json", "states"])).unwrap();
-    let mut mc_blocks = Vec::new();
-    let mut compared = 0;
-    for record in served.as_array().unwrap() {
-        let file = Path::new(record["file"].as_str().unwrap());
-        let name = file.file_name().unwrap().to_string_lossy().into_owned();
-        let Some(StateObject::State(id, kind, StatePart::Unsplit)) = parse_state_object_name(&name)
-        else {
-            panic!("an unexpected state file {name}");
-        };
-        if id.seqno == 0 {
-            continue;
-        }
-        if id.is_masterchain() && kind == StateKind::Shard {
-            mc_blocks.push(id.seqno);
-        }
-        let ours = zstd::decode_all(std::fs::File::open(file).unwrap()).unwrap();
-        let theirs =
-            zstd::decode_all(std::fs::File::open(chain.join("states").join(&name)).unwrap())
-                .unwrap();
-        match kind {
-            StateKind::Shard => assert_eq!(
-                tycho_types::boc::Boc::decode(&ours).unwrap().repr_hash(),
-                tycho_types::boc::Boc::decode(&theirs).unwrap().repr_hash(),
-                "{name}"
-            ),
-            StateKind::Queue => assert!(ours == theirs, "{name}: the queue states differ"),
-        }
-        compared += 1;
-    }
-    mc_blocks.sort_unstable();
-    assert_eq!(mc_blocks, vec![400, 600, 800], "{served}");
+    let (mc_blocks, compared) = served_states_equal_to_the_generators(&synced, &chain);
+    assert_eq!(mc_blocks, vec![400, 600, 800]);
     assert_eq!(
         compared, 18,
         "3 key blocks × (mc + 2 shards) × (shard + queue)"

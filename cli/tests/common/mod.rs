@@ -228,6 +228,56 @@ pub(crate) fn metric(port: u16, name: &str) -> Option<f64> {
     metric_value(&metrics_page(port)?, name)
 }
 
+/// Initialises `data` from `zerostate` as a node on loopback: its own QUIC and metrics ports (and the account
+/// API on `api`), one-second discovery periods, `boot` as its boot config when given, and the first bootstrap
+/// peer of each of `peers` (initialised data dirs) as its own. Returns its metrics port.
+#[allow(dead_code)]
+pub(crate) fn init_loopback_node(
+    data: &Path,
+    zerostate: &Path,
+    api: Option<u16>,
+    peers: &[&Path],
+    boot: Option<Value>,
+) -> u16 {
+    let metrics = regolith_test_support::free_tcp_port();
+    let listen = format!("127.0.0.1:{}", regolith_test_support::free_udp_port());
+    let metrics_arg = format!("127.0.0.1:{metrics}");
+    let api_arg = api.map(|port| format!("127.0.0.1:{port}"));
+    let mut args = vec![
+        "init",
+        "--zerostate",
+        zerostate.to_str().unwrap(),
+        "--listen",
+        &listen,
+        "--metrics",
+        &metrics_arg,
+    ];
+    if let Some(api) = &api_arg {
+        args.extend(["--api", api.as_str()]);
+    }
+    ok(data, &args);
+    edit_node_config(data, |config| {
+        let (overlay, dht) = regolith_rpc::network::quick_discovery();
+        config["overlay"] = serde_json::to_value(overlay).unwrap();
+        config["dht"] = serde_json::to_value(dht).unwrap();
+        if let Some(boot) = boot {
+            config["boot"] = boot;
+        }
+    });
+    let global_path = data.join("global.json");
+    let mut global: Value = serde_json::from_slice(&std::fs::read(&global_path).unwrap()).unwrap();
+    for peer in peers {
+        let theirs: Value =
+            serde_json::from_slice(&std::fs::read(peer.join("global.json")).unwrap()).unwrap();
+        global["bootstrap_peers"]
+            .as_array_mut()
+            .unwrap()
+            .push(theirs["bootstrap_peers"][0].clone());
+    }
+    std::fs::write(&global_path, global.to_string()).unwrap();
+    metrics
+}
+
 /// Kills (SIGKILL) the processes it was given when dropped: a test that fails half-way leaves no node running.
 /// A process that has exited already is not there to kill (its pid is not reused while we hold no wait on it
 /// for long: the test reaps its children before it ends).
