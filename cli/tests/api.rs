@@ -34,6 +34,7 @@ async def main():
         "global_id": config.global_id,
         "config_address": str(config.config_address),
         "signature_id": await transport.get_signature_id(),
+        "signature_context": str(await transport.get_signature_context()),
         "accounts": [],
     }
     for account in expected["accounts"]:
@@ -92,7 +93,7 @@ fn python() -> String {
 
 /// Every account of the generator's newest shard states (the tip's, a persistent key block): address,
 /// balance in nano, the lt of its last transaction, and the code hash of an active one.
-fn expected_accounts(chain: &Path) -> (Vec<Value>, Vec<(u8, String, String)>, i32) {
+fn expected_accounts(chain: &Path) -> (Vec<Value>, Vec<(u8, String, String)>, i32, Value) {
     let dir = chain.join("states");
     let mut newest: std::collections::BTreeMap<String, (u32, PathBuf)> = Default::default();
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -113,11 +114,26 @@ fn expected_accounts(chain: &Path) -> (Vec<Value>, Vec<(u8, String, String)>, i3
     let mut accounts = Vec::new();
     let mut codes = Vec::new();
     let mut global_id = 0;
+    let mut signature_id = Value::Null;
     for (_, path) in newest.values() {
         let raw = zstd::decode_all(std::fs::File::open(path).unwrap()).unwrap();
         let root = tycho_types::boc::Boc::decode(&raw).unwrap();
         let state = root.parse::<ShardStateUnsplit>().unwrap();
         global_id = state.global_id;
+        // nekoton's signature id: the global id when param 8's capabilities have bit 0x4000000.
+        if let Some(extra) = state.load_custom().unwrap() {
+            let capabilities = extra
+                .config
+                .get_global_version()
+                .unwrap()
+                .capabilities
+                .into_inner();
+            signature_id = if capabilities & 0x400_0000 != 0 {
+                json!(state.global_id)
+            } else {
+                Value::Null
+            };
+        }
         let workchain = state.shard_ident.workchain();
         for item in state.load_accounts().unwrap().iter() {
             let (id, _, shard_account) = item.unwrap();
@@ -140,7 +156,7 @@ fn expected_accounts(chain: &Path) -> (Vec<Value>, Vec<(u8, String, String)>, i3
             }));
         }
     }
-    (accounts, codes, global_id)
+    (accounts, codes, global_id, signature_id)
 }
 
 /// Transactions by account: (lt, hash, inbound message hash), newest first.
@@ -211,7 +227,7 @@ fn nekoton_reads_every_account_of_a_synced_node_over_jrpc_and_protobuf() {
         ],
     );
     let zerostate = chain.join("zerostate.boc");
-    let (accounts, codes, global_id) = expected_accounts(&chain);
+    let (accounts, codes, global_id, signature_id) = expected_accounts(&chain);
     assert!(!codes.is_empty());
     // The most common code and its accounts in the API's order: workchain as an unsigned byte, then id.
     let mut by_code: std::collections::HashMap<&str, usize> = Default::default();
@@ -360,6 +376,8 @@ fn nekoton_reads_every_account_of_a_synced_node_over_jrpc_and_protobuf() {
         );
         let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(answer["global_id"], global_id, "{kind}: {answer}");
+        assert!(answer["signature_context"].is_string(), "{kind}: {answer}");
+        assert_eq!(answer["signature_id"], signature_id, "{kind}: {answer}");
         assert_eq!(answer["absent_is_none"], true, "{kind}");
         assert_eq!(answer["code_accounts"], json!(code_accounts), "{kind}");
         let got = answer["accounts"].as_array().unwrap();
