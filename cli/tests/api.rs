@@ -93,7 +93,7 @@ fn python() -> String {
 
 /// Every account of the generator's newest shard states (the tip's, a persistent key block): address,
 /// balance in nano, the lt of its last transaction, and the code hash of an active one.
-fn expected_accounts(chain: &Path) -> (Vec<Value>, Vec<(u8, String, String)>, i32, Value) {
+fn expected_accounts(chain: &Path) -> TipState {
     let dir = chain.join("states");
     let mut newest: std::collections::BTreeMap<String, (u32, PathBuf)> = Default::default();
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -156,7 +156,23 @@ fn expected_accounts(chain: &Path) -> (Vec<Value>, Vec<(u8, String, String)>, i3
             }));
         }
     }
-    (accounts, codes, global_id, signature_id)
+    TipState {
+        accounts,
+        codes,
+        global_id,
+        signature_id,
+    }
+}
+
+/// What the generator's state files of the tip hold.
+struct TipState {
+    /// Every account: address, balance, last transaction lt.
+    accounts: Vec<Value>,
+    /// Active accounts' code: workchain as u8, id, code hash.
+    codes: Vec<(u8, String, String)>,
+    global_id: i32,
+    /// What nekoton's get_signature_id must give.
+    signature_id: Value,
 }
 
 /// Transactions by account: (lt, hash, inbound message hash), newest first.
@@ -227,7 +243,12 @@ fn nekoton_reads_every_account_of_a_synced_node_over_jrpc_and_protobuf() {
         ],
     );
     let zerostate = chain.join("zerostate.boc");
-    let (accounts, codes, global_id, signature_id) = expected_accounts(&chain);
+    let TipState {
+        accounts,
+        codes,
+        global_id,
+        signature_id,
+    } = expected_accounts(&chain);
     assert!(!codes.is_empty());
     // The most common code and its accounts in the API's order: workchain as an unsigned byte, then id.
     let mut by_code: std::collections::HashMap<&str, usize> = Default::default();
