@@ -317,6 +317,51 @@ fn nekoton_reads_every_account_of_a_synced_node_over_jrpc_and_protobuf() {
     };
     at_tip(follower_metrics);
 
+    // Malformed requests get api.md §2's codes from the node itself (HTTP/1.1; nekoton's calls below are h2c).
+    let post = |content_type: &str, body: &str| -> String {
+        regolith_test_support::http_request(
+            api_port,
+            &format!(
+                "POST /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+        .expect("the API answers")
+    };
+    let account = accounts[0]["address"].as_str().unwrap();
+    for (body, code) in [
+        ("{".to_string(), -32700),
+        (
+            r#"{"jsonrpc":"1.0","id":1,"method":"getStatus","params":null}"#.to_string(),
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"getEverything","params":null}"#.to_string(),
+            -32601,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"getContractState","params":{"address":"0:zz"}}"#
+                .to_string(),
+            -32602,
+        ),
+        (
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"getTransactionsList","params":{{"account":"{account}","limit":101}}}}"#
+            ),
+            -32004,
+        ),
+    ] {
+        let answer = post("application/json", &body);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{body}: {answer}");
+        assert!(
+            answer.contains(&format!("\"code\":{code}")),
+            "{body}: {answer}"
+        );
+    }
+    let oversized = "x".repeat(300 << 10);
+    assert!(post("application/json", &oversized).starts_with("HTTP/1.1 413"));
+    assert!(post("text/plain", "{}").starts_with("HTTP/1.1 415"));
+
     // The accounts with the most transactions (several pages each), and one of the masterchain.
     let (transactions, mc_start_lts) = expected_transactions(&chain);
     let mut busiest: Vec<(&String, usize)> =
