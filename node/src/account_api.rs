@@ -175,17 +175,14 @@ impl ApiBackend for NodeApi {
         Box::pin(async move {
             let states = self.states()?;
             let mc = mc_state(&states)?;
-            let (id, state) = if address.workchain == -1 {
-                (states.mc().id, mc.clone())
+            // api.md §6: the shard whose range holds the account, in the newest mc block's tops; no such
+            // shard is "not ready", as stock answers.
+            let chain = states.chain_of(address).ok_or(BackendError::NotReady)?;
+            let id = chain.id;
+            let state = if id.is_masterchain() {
+                mc.clone()
             } else {
-                // api.md §6: the shard whose range holds the account, in the newest mc block's tops.
-                let Some(shard) = states.shards().iter().find(|s| {
-                    s.id.shard.workchain() == i32::from(address.workchain)
-                        && s.id.shard.contains_account(&address.address)
-                }) else {
-                    return Err(BackendError::NotReady);
-                };
-                (shard.id, parse_state(&shard.root, &shard.id)?)
+                parse_state(&chain.root, &id)?
             };
             let accounts = state
                 .load_accounts()

@@ -4,7 +4,8 @@
 //! so nothing is indexed twice or lost. The code of the accounts a group touched is read from the newest
 //! states: the index answers for the chain as it is now.
 
-use std::collections::BTreeSet;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -13,7 +14,7 @@ use regolith_api::IndexGcConfig;
 use regolith_state::{ChainStates, NewestStates};
 use regolith_storage::Storage;
 use tycho_types::cell::HashBytes;
-use tycho_types::models::{AccountState, ShardStateUnsplit, StdAddr};
+use tycho_types::models::{AccountState, ShardAccounts, ShardIdent, ShardStateUnsplit, StdAddr};
 
 /// How often the task looks for newly applied groups.
 const POLL: Duration = Duration::from_millis(200);
@@ -93,7 +94,12 @@ fn collect(index: &TransactionsIndex, gc: &IndexGcConfig) -> Result<()> {
     let Some(min_lt) = index.gc_bound(cutoff)? else {
         return Ok(());
     };
-    let removed = index.collect(min_lt, gc.keep_per_account)?;
+    let removed = index.collect(
+        min_lt,
+        gc.keep_per_account,
+        regolith_api::index::GC_BATCH_ROWS,
+        || crate::crash::point("index-gc-batch-written"),
+    )?;
     metrics::counter!("regolith_api_index_gc_removed_total").increment(removed);
     if removed > 0 {
         tracing::info!(removed, min_lt, "old transactions removed from the index");
@@ -160,37 +166,37 @@ fn index_group(
         .iter()
         .flat_map(|b| b.transactions.iter().map(|t| t.account.clone()))
         .collect();
-    let codes = touched
-        .into_iter()
-        .map(|address| {
-            let code = code_hash(states, &address)?;
-            Ok((address, code))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    // Each chain's accounts are read once for the whole group.
+    let mut accounts: HashMap<ShardIdent, ShardAccounts> = HashMap::new();
+    let mut codes = Vec::with_capacity(touched.len());
+    for address in touched {
+        let code = match states.chain_of(&address) {
+            Some(chain) => {
+                let accounts = match accounts.entry(chain.id.shard) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(e) => e.insert(
+                        chain
+                            .root
+                            .parse::<ShardStateUnsplit>()
+                            .and_then(|state| state.load_accounts())
+                            .with_context(|| format!("the accounts of {}", chain.id))?,
+                    ),
+                };
+                code_hash(accounts, &address)?
+            }
+            None => None,
+        };
+        codes.push((address, code));
+    }
     let transactions: usize = blocks.iter().map(|b| b.transactions.len()).sum();
     index.write_group(seqno, key_block, &blocks, &codes)?;
     metrics::counter!("regolith_api_index_transactions_total").increment(transactions as u64);
     Ok(key_block.is_some())
 }
 
-/// The code hash of `address` in the newest states, if the account is active with code.
-fn code_hash(states: &ChainStates, address: &StdAddr) -> Result<Option<HashBytes>> {
-    let chain = if address.workchain == -1 {
-        states.mc()
-    } else {
-        match states.shards().iter().find(|s| {
-            s.id.shard.workchain() == i32::from(address.workchain)
-                && s.id.shard.contains_account(&address.address)
-        }) {
-            Some(chain) => chain,
-            None => return Ok(None),
-        }
-    };
-    let state = chain
-        .root
-        .parse::<ShardStateUnsplit>()
-        .with_context(|| format!("the state of {}", chain.id))?;
-    let Some((_, entry)) = state.load_accounts()?.get(address.address)? else {
+/// The code hash of `address` in its chain's accounts, if the account is active with code.
+fn code_hash(accounts: &ShardAccounts, address: &StdAddr) -> Result<Option<HashBytes>> {
+    let Some((_, entry)) = accounts.get(address.address)? else {
         return Ok(None);
     };
     let Some(account) = entry.load_account()? else {

@@ -65,6 +65,18 @@ impl ChainStates {
         &self.shards
     }
 
+    /// The newest state of the chain that holds the account `address`: the masterchain's for workchain -1,
+    /// otherwise the shard whose range holds it (`None`: no such shard).
+    pub fn chain_of(&self, address: &tycho_types::models::StdAddr) -> Option<&ChainState> {
+        if address.workchain == -1 {
+            return Some(&self.mc);
+        }
+        self.shards.iter().find(|s| {
+            s.id.shard.workchain() == i32::from(address.workchain)
+                && s.id.shard.contains_account(&address.address)
+        })
+    }
+
     /// Cells made by applies since the states were loaded or reloaded.
     pub fn fresh_cells(&self) -> u64 {
         self.fresh_cells

@@ -194,10 +194,17 @@ impl TransactionsIndex {
     }
 
     /// Removes old transactions (api.md §8): of each account, those with lt below `min_lt` except its newest
-    /// `keep`, with their rows by hash and by inbound message, a batch per at most [`GC_BATCH_ROWS`] rows;
-    /// then `smallestKnownLt` becomes `min_lt`. A crash in between leaves whole transactions (each batch
-    /// removes all three rows of each), and the next GC goes on. Returns the transactions removed.
-    pub fn collect(&self, min_lt: u64, keep: u32) -> Result<u64, IndexError> {
+    /// `keep`, with their rows by hash and by inbound message, a batch per at most `batch_rows` transactions
+    /// ([`GC_BATCH_ROWS`] in a node), `after_each` after every batch but the last; then `smallestKnownLt`
+    /// becomes `min_lt`. A crash in between leaves whole transactions (each batch removes all three rows of
+    /// each), and the next GC goes on. Returns the transactions removed.
+    pub fn collect(
+        &self,
+        min_lt: u64,
+        keep: u32,
+        batch_rows: usize,
+        mut after_each: impl FnMut(),
+    ) -> Result<u64, IndexError> {
         let mut removed = 0u64;
         let mut batch: Batch<IndexTables> = Batch::new();
         let mut in_batch = 0usize;
@@ -223,12 +230,13 @@ impl TransactionsIndex {
             }
             removed += 1;
             in_batch += 1;
-            if in_batch >= GC_BATCH_ROWS {
+            if in_batch >= batch_rows.max(1) {
                 self.db.write(
                     std::mem::replace(&mut batch, Batch::new()),
                     "removing old transactions",
                 )?;
                 in_batch = 0;
+                after_each();
             }
         }
         let smallest = self.smallest_known_lt()?;
@@ -437,7 +445,18 @@ mod tests {
         assert_eq!(index.gc_bound(1500).unwrap(), Some(17));
         assert_eq!(index.gc_bound(2000).unwrap(), Some(19));
         // GC: below lt 17, all but the newest 3 of the account go, with their rows by hash and message.
-        assert_eq!(index.collect(17, 3).unwrap(), 7);
+        // Killed after its first batch of 2 (a panic leaves the rows as they are), the next run finishes it.
+        let killed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            index.collect(17, 3, 2, || panic!("crash point")).unwrap()
+        }));
+        assert!(killed.is_err());
+        assert_eq!(index.transactions(&a, None, 100).unwrap().len(), 8);
+        assert_eq!(
+            index.smallest_known_lt().unwrap(),
+            10,
+            "not moved before the end"
+        );
+        assert_eq!(index.collect(17, 3, 2, || {}).unwrap(), 5);
         assert_eq!(
             index.transactions(&a, None, 100).unwrap(),
             vec![vec![19u8; 3], vec![18; 3], vec![17; 3]]
@@ -446,7 +465,7 @@ mod tests {
         assert_eq!(index.dst_transaction(&HashBytes([112; 32])).unwrap(), None);
         assert_eq!(index.smallest_known_lt().unwrap(), 17);
         // The newest `keep` stay even when older than the bound.
-        assert_eq!(index.collect(19, 2).unwrap(), 1);
+        assert_eq!(index.collect(19, 2, GC_BATCH_ROWS, || {}).unwrap(), 1);
         assert_eq!(index.transactions(&a, None, 100).unwrap().len(), 2);
         assert!(index.transaction(&HashBytes([19; 32])).unwrap().is_some());
         // Reopened: the same.
