@@ -31,6 +31,27 @@ pub enum ChainError {
         /// The id that is stored.
         stored: String,
     },
+    /// A replayed group did not take every external message its stored blocks list.
+    #[error(
+        "the replayed group of mc block {seqno} took {taken} of the {given} external messages its stored \
+         blocks list"
+    )]
+    ReplayExternals {
+        /// The mc seqno of the group.
+        seqno: u32,
+        /// The messages the stored blocks list.
+        given: usize,
+        /// The messages the replay took.
+        taken: usize,
+    },
+    /// The stored external messages of a group could not be read (the replay of a live chain).
+    #[error("the stored external messages of mc block {seqno}: {reason}")]
+    StoredExternals {
+        /// The mc seqno of the group.
+        seqno: u32,
+        /// What failed.
+        reason: String,
+    },
     /// The caller stopped a replay.
     #[error("the replay was stopped")]
     Stopped,

@@ -2,15 +2,17 @@
 //! every shard before it, each block with its state (a Merkle update from the previous state), queue diff
 //! and proof.
 
+use std::collections::BTreeMap;
+
 use regolith_formats::queue_diff::{QueueDiff, QueueKey};
 use tycho_types::boc::Boc;
 use tycho_types::cell::{Cell, CellBuilder, HashBytes, Lazy, LazyExotic};
 use tycho_types::merkle::MerkleUpdate;
 use tycho_types::models::{
     Block, BlockExtra, BlockId, BlockInfo, BlockRef, BlockSignatures, BlockchainConfig,
-    ConsensusInfo, GlobalVersion, KeyBlockRef, KeyMaxLt, McBlockExtra, McStateExtra,
-    OutMsgQueueUpdates, PrevBlockRef, ShardDescription, ShardHashes, ShardIdent, ShardStateUnsplit,
-    ValidatorBaseInfo, ValidatorSet, ValueFlow,
+    ConsensusInfo, GlobalVersion, IntAddr, KeyBlockRef, KeyMaxLt, McBlockExtra, McStateExtra,
+    MsgInfo, OutMsgQueueUpdates, OwnedMessage, PrevBlockRef, ShardDescription, ShardHashes,
+    ShardIdent, ShardStateUnsplit, ValidatorBaseInfo, ValidatorSet, ValueFlow,
 };
 
 use crate::accounts::{account_cell, active_account, wallet_state, ChainAccounts};
@@ -96,6 +98,8 @@ pub struct GeneratedGroup {
     pub gen_utime: u32,
     /// Its shard blocks, then itself, in apply order.
     pub blocks: Vec<ArchivedBlock>,
+    /// The hashes of the external messages its blocks took (see [`Generator::next_mc_block_with`]).
+    pub externals: Vec<HashBytes>,
 }
 
 /// The stateful generator. [`Generator::next_mc_block`] extends the chain by one mc block.
@@ -258,11 +262,15 @@ impl Generator {
     /// made). The replayed zerostate must be `zerostate` and the replayed block `last`: an mc block's id
     /// covers its previous one and its shard blocks, so that pins the whole chain. `on_block(seqno)` is
     /// called after each replayed mc block (progress); a `Break` stops the replay with [`ChainError::Stopped`].
+    ///
+    /// `externals(seqno)` gives the external messages the group of mc block `seqno` took the first time (what
+    /// its stored blocks list): they are given again, so the replay takes exactly them.
     pub fn resume(
         options: ChainOptions,
         base_zerostate: &[u8],
         zerostate: &BlockId,
         last: &BlockId,
+        mut externals: impl FnMut(u32) -> Result<Vec<Cell>, ChainError>,
         mut on_block: impl FnMut(u32) -> std::ops::ControlFlow<()>,
     ) -> Result<Self, ChainError> {
         let mut generator = Self::new(options, base_zerostate)?;
@@ -276,7 +284,15 @@ impl Generator {
             return Err(mismatch(0, &generator.genesis.mc.id, zerostate));
         }
         while generator.mc.id.seqno < last.seqno {
-            let group = generator.next_mc_block()?;
+            let given = externals(generator.mc.id.seqno + 1)?;
+            let group = generator.next_mc_block_with(&given)?;
+            if group.externals.len() != given.len() {
+                return Err(ChainError::ReplayExternals {
+                    seqno: group.mc.seqno,
+                    given: given.len(),
+                    taken: group.externals.len(),
+                });
+            }
             if on_block(group.mc.seqno).is_break() {
                 return Err(ChainError::Stopped);
             }
@@ -307,6 +323,15 @@ impl Generator {
     /// The validator set that signs the next blocks.
     pub fn current_set(&self) -> &ValidatorKeys {
         &self.sets[self.current_set]
+    }
+
+    /// The addresses of the generated accounts of every chain (the masterchain's first), in id order; an
+    /// account is deployed from some block on (see [`crate::accounts`]).
+    pub fn account_addresses(&self) -> Vec<tycho_types::models::StdAddr> {
+        self.accounts
+            .iter()
+            .flat_map(|a| (0..a.entries.len()).map(|i| a.address(i)))
+            .collect()
     }
 
     /// The last mc state root.
@@ -356,6 +381,23 @@ impl Generator {
     /// Generates the next mc block with a new top block of every shard: the step API. [`crate::generate`] is a
     /// loop over it, and the live devnet calls it once per block interval, so both give the same bytes.
     pub fn next_mc_block(&mut self) -> Result<GeneratedGroup, ChainError> {
+        self.next_mc_block_with(&[])
+    }
+
+    /// [`Self::next_mc_block`], with external inbound messages for the group: each one addressed to a
+    /// generated account that is deployed once its block has imported its inbox gets a transaction in that
+    /// block (after the imports, in hash order, each message once); the others are not taken. The group
+    /// lists the hashes it took. The same messages after the same chain give the same blocks.
+    pub fn next_mc_block_with(&mut self, externals: &[Cell]) -> Result<GeneratedGroup, ChainError> {
+        let chains = 1 + self.shards.len();
+        let mut by_chain: Vec<BTreeMap<HashBytes, (HashBytes, Cell)>> =
+            vec![BTreeMap::new(); chains];
+        for cell in externals {
+            if let Some((chain, dst)) = self.external_route(cell) {
+                by_chain[chain].insert(*cell.repr_hash(), (dst, cell.clone()));
+            }
+        }
+        let mut taken = Vec::new();
         let seqno = self.mc.id.seqno + 1;
         let is_key_block = seqno.is_multiple_of(self.options.shape.key_block_every);
         let mut is_persistent = false;
@@ -395,7 +437,6 @@ impl Generator {
 
         let mut blocks = Vec::with_capacity(self.shards.len() + 1);
         let mut descrs = Vec::with_capacity(self.shards.len());
-        let chains = 1 + self.shards.len();
         // What the previous group sent is what this one imports.
         self.inbox = std::mem::replace(&mut self.next_inbox, vec![Vec::new(); chains]);
         for shard_index in 0..self.shards.len() {
@@ -403,6 +444,7 @@ impl Generator {
             let chain = 1 + shard_index;
             let mut block = BlockBuilder::new(start_lt, utime);
             self.import_inbox(chain, &mut block)?;
+            self.take_externals(chain, &mut block, &by_chain[chain], &mut taken)?;
             // The first `deployed` accounts of every shard: those the mc blocks before this group deployed.
             // This block has just imported the last of them (so they send), and each shard's block of this
             // group imports them before the next group brings what this block sends (so they receive).
@@ -541,6 +583,7 @@ impl Generator {
         let start_lt = self.next_start_lt();
         let mut block = BlockBuilder::new(start_lt, utime);
         self.import_inbox(0, &mut block)?;
+        self.take_externals(0, &mut block, &by_chain[0], &mut taken)?;
         let deploys = self.deployed_by(seqno - 1)..self.deployed_by(seqno);
         if !deploys.is_empty() {
             for chain in 1..chains {
@@ -766,7 +809,51 @@ impl Generator {
             rotates,
             gen_utime: utime,
             blocks,
+            externals: taken,
         })
+    }
+
+    /// The chain (index) and account id an external inbound message goes to, if it is one to a generated
+    /// account.
+    fn external_route(&self, cell: &Cell) -> Option<(usize, HashBytes)> {
+        let message = cell.parse::<OwnedMessage>().ok()?;
+        let MsgInfo::ExtIn(info) = message.info else {
+            return None;
+        };
+        let IntAddr::Std(dst) = info.dst else {
+            return None;
+        };
+        if dst.anycast.is_some() {
+            return None;
+        }
+        let chain = std::iter::once(&self.accounts[0])
+            .chain(self.accounts[1..].iter())
+            .position(|a| a.shard.contains_address(&dst))?;
+        self.accounts[chain].index_of(&dst.address)?;
+        Some((chain, dst.address))
+    }
+
+    /// Gives `block` of chain `chain` the external messages `messages` (by hash) whose accounts are deployed;
+    /// their hashes go to `taken`.
+    fn take_externals(
+        &mut self,
+        chain: usize,
+        block: &mut BlockBuilder,
+        messages: &BTreeMap<HashBytes, (HashBytes, Cell)>,
+        taken: &mut Vec<HashBytes>,
+    ) -> Result<(), ChainError> {
+        let accounts = &mut self.accounts[chain];
+        for (hash, (dst, cell)) in messages {
+            let Some(index) = accounts.index_of(dst) else {
+                continue;
+            };
+            if accounts.entries[index].account.is_none() {
+                continue;
+            }
+            block.external(accounts, index, cell.clone())?;
+            taken.push(*hash);
+        }
+        Ok(())
     }
 
     /// Imports the messages of chain `chain`'s inbox (in queue-key order) into `block`.

@@ -222,7 +222,11 @@ pub fn generate(
 mod tests {
     use std::collections::HashMap;
 
+    use std::collections::BTreeMap;
+
     use regolith_formats::archive::{ArchiveEntryType, ArchiveReader};
+    use tycho_types::boc::Boc;
+    use tycho_types::cell::{Cell, CellBuilder, HashBytes};
     use tycho_types::models::BlockId;
 
     use super::*;
@@ -356,6 +360,154 @@ mod tests {
         }
     }
 
+    /// An external inbound message to `dst` whose body is `tag`.
+    fn external_to(dst: &tycho_types::models::StdAddr, tag: u8) -> Cell {
+        use tycho_types::models::{ExtInMsgInfo, IntAddr, MsgInfo, OwnedMessage};
+        let body = {
+            let mut b = CellBuilder::new();
+            b.store_u8(tag).unwrap();
+            b.build().unwrap()
+        };
+        let message = OwnedMessage {
+            info: MsgInfo::ExtIn(ExtInMsgInfo {
+                src: None,
+                dst: IntAddr::Std(dst.clone()),
+                import_fee: Default::default(),
+            }),
+            init: None,
+            body: (tycho_types::cell::CellSliceRange::full(body.as_ref()), body),
+            layout: None,
+        };
+        CellBuilder::build_from(&message).unwrap()
+    }
+
+    /// The external messages the blocks of a group list, with the in_msg of their transactions.
+    fn listed_externals(blocks: &[(BlockId, [Vec<u8>; 3])]) -> Vec<(HashBytes, HashBytes)> {
+        use tycho_types::models::{Block, InMsg};
+        let mut out = Vec::new();
+        for (_, [data, _, _]) in blocks {
+            let block = Boc::decode(data).unwrap().parse::<Block>().unwrap();
+            let extra = block.load_extra().unwrap();
+            for entry in extra.in_msg_description.load().unwrap().iter() {
+                let (hash, _, in_msg) = entry.unwrap();
+                if let InMsg::External(ext) = in_msg {
+                    let tx = ext.transaction.load().unwrap();
+                    out.push((hash, *tx.in_msg.unwrap().repr_hash()));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn external_messages_to_deployed_accounts_get_transactions_and_replay_to_the_same_chain() {
+        let base = base_zerostate();
+        let mut generator = Generator::new(options(), &base).unwrap();
+        let zerostate = generator.genesis.mc.id;
+        let addresses = generator.account_addresses();
+        let mc_account = addresses
+            .iter()
+            .find(|a| a.workchain == -1)
+            .unwrap()
+            .clone();
+        let shard_account = addresses.iter().find(|a| a.workchain == 0).unwrap().clone();
+        let unknown = tycho_types::models::StdAddr::new(0, HashBytes([0x5a; 32]));
+
+        // Group 1: shard accounts are not deployed yet (mc block 1 sends their deployments).
+        let early = external_to(&shard_account, 1);
+        let group = generator
+            .next_mc_block_with(std::slice::from_ref(&early))
+            .unwrap();
+        assert!(
+            group.externals.is_empty(),
+            "a message to an undeployed account was taken"
+        );
+        let mut given: BTreeMap<u32, Vec<Cell>> = BTreeMap::new();
+        stepped(&mut generator, 3);
+
+        // Group 5: one to a shard account and one to an mc account are taken, each once; one to an unknown
+        // account and a second copy are not.
+        let to_shard = external_to(&shard_account, 2);
+        let to_mc = external_to(&mc_account, 3);
+        let offered = vec![
+            to_shard.clone(),
+            external_to(&unknown, 4),
+            to_mc.clone(),
+            to_shard.clone(),
+        ];
+        let group = generator.next_mc_block_with(&offered).unwrap();
+        let mut expected = vec![*to_shard.repr_hash(), *to_mc.repr_hash()];
+        expected.sort();
+        let mut taken = group.externals.clone();
+        taken.sort();
+        assert_eq!(taken, expected);
+        let blocks: Vec<_> = group
+            .blocks
+            .iter()
+            .map(|b| {
+                (
+                    b.id,
+                    [b.data.clone(), b.proof.clone(), b.queue_diff.clone()],
+                )
+            })
+            .collect();
+        let mut listed = listed_externals(&blocks);
+        listed.sort();
+        assert_eq!(
+            listed,
+            expected.iter().map(|h| (*h, *h)).collect::<Vec<_>>(),
+            "each taken message is listed once, with its transaction"
+        );
+        given.insert(group.mc.seqno, vec![to_shard.clone(), to_mc.clone()]);
+        stepped(&mut generator, 2);
+        let last = generator.last_mc_block();
+
+        // The replay given the stored messages reaches the same tip; without them it does not.
+        let resumed = Generator::resume(
+            options(),
+            &base,
+            &zerostate,
+            &last,
+            |seqno| Ok(given.get(&seqno).cloned().unwrap_or_default()),
+            |_| std::ops::ControlFlow::Continue(()),
+        )
+        .unwrap();
+        assert_eq!(resumed.last_mc_block(), last);
+        match Generator::resume(
+            options(),
+            &base,
+            &zerostate,
+            &last,
+            |_| Ok(Vec::new()),
+            |_| std::ops::ControlFlow::Continue(()),
+        ) {
+            Err(ChainError::ReplayMismatch { seqno: 7, .. }) => {}
+            other => panic!("a replay without the messages: {:?}", other.err()),
+        }
+        // A stored message the replay would not take (to an unknown account) is a replay error.
+        match Generator::resume(
+            options(),
+            &base,
+            &zerostate,
+            &last,
+            |seqno| {
+                Ok(if seqno == 5 {
+                    vec![external_to(&unknown, 4)]
+                } else {
+                    Vec::new()
+                })
+            },
+            |_| std::ops::ControlFlow::Continue(()),
+        ) {
+            Err(ChainError::ReplayExternals {
+                seqno: 5,
+                given: 1,
+                taken: 0,
+            }) => {}
+            other => panic!("a replay given a message it cannot take: {:?}", other.err()),
+        }
+    }
+
     #[test]
     fn resume_replays_to_the_stored_tip_and_continues_with_the_same_blocks() {
         let base = base_zerostate();
@@ -366,10 +518,17 @@ mod tests {
 
         let last = first.last().unwrap().0;
         let mut replayed_seqnos = Vec::new();
-        let mut resumed = Generator::resume(options(), &base, &zerostate, &last, |seqno| {
-            replayed_seqnos.push(seqno);
-            std::ops::ControlFlow::Continue(())
-        })
+        let mut resumed = Generator::resume(
+            options(),
+            &base,
+            &zerostate,
+            &last,
+            |_| Ok(Vec::new()),
+            |seqno| {
+                replayed_seqnos.push(seqno);
+                std::ops::ControlFlow::Continue(())
+            },
+        )
         .unwrap();
         assert_eq!(replayed_seqnos, (1..=13).collect::<Vec<_>>());
         assert_eq!(resumed.last_mc_block(), last);
@@ -379,9 +538,14 @@ mod tests {
         // Other options give another block 13 (the same zerostate: messages do not change it).
         let mut other = options();
         other.shape.messages = 4;
-        match Generator::resume(other, &base, &zerostate, &last, |_| {
-            std::ops::ControlFlow::Continue(())
-        }) {
+        match Generator::resume(
+            other,
+            &base,
+            &zerostate,
+            &last,
+            |_| Ok(Vec::new()),
+            |_| std::ops::ControlFlow::Continue(()),
+        ) {
             Err(ChainError::ReplayMismatch { seqno: 13, .. }) => {}
             Err(e) => panic!("another error: {e}"),
             Ok(_) => panic!("a chain of other options was taken as the stored one"),
@@ -389,9 +553,14 @@ mod tests {
         // Another seed gives another zerostate.
         let mut other = options();
         other.shape.seed = 12;
-        match Generator::resume(other, &base, &zerostate, &last, |_| {
-            std::ops::ControlFlow::Continue(())
-        }) {
+        match Generator::resume(
+            other,
+            &base,
+            &zerostate,
+            &last,
+            |_| Ok(Vec::new()),
+            |_| std::ops::ControlFlow::Continue(()),
+        ) {
             Err(ChainError::ReplayMismatch { seqno: 0, .. }) => {}
             Err(e) => panic!("another error: {e}"),
             Ok(_) => panic!("a chain of another seed was taken as the stored one"),

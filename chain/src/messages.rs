@@ -8,7 +8,13 @@
 //! - a **send**: an account's transaction creates one internal message (debiting its value), listed in the
 //!   `OutMsgDescr` as `OutMsg::New`, the form the queue builds the block's diff from.
 //!
-//! Imports come first in queue-key order, then sends; every transaction takes the next logical times.
+//! - an **external**: an external inbound message reaches a deployed account, whose ordinary transaction takes
+//!   it as `in_msg` (the live devnet's messages from wallets); the generator runs no code, so the transaction
+//!   has an executed compute phase that accepted it and no actions, and changes nothing but the account's
+//!   last transaction; the `InMsgDescr` lists it as `InMsg::External`.
+//!
+//! Imports come first in queue-key order, then externals in hash order, then sends; every transaction takes
+//! the next logical times.
 //! Fees are zero, so a block's value flow is `from_prev + imported = to_next + exported`.
 
 use std::collections::BTreeMap;
@@ -18,10 +24,10 @@ use tycho_types::dict::{AugDict, Dict};
 use tycho_types::models::{
     AccountBlock, AccountBlocks, AccountStatus, AccountStatusChange, ActionPhase, ComputePhase,
     ComputePhaseSkipReason, CreditPhase, CurrencyCollection, ExecutedComputePhase, HashUpdate,
-    ImportFees, InMsg, InMsgDescr, InMsgFinal, IntAddr, IntMsgInfo, IntermediateAddr,
-    MessageLayout, MsgEnvelope, MsgInfo, OrdinaryTxInfo, OutAction, OutMsg, OutMsgDequeueImmediate,
-    OutMsgDescr, OutMsgNew, OwnedMessage, SendMsgFlags, SkippedComputePhase, StateInit, StdAddr,
-    StorageUsedShort, Transaction, TxInfo,
+    ImportFees, InMsg, InMsgDescr, InMsgExternal, InMsgFinal, IntAddr, IntMsgInfo,
+    IntermediateAddr, MessageLayout, MsgEnvelope, MsgInfo, OrdinaryTxInfo, OutAction, OutMsg,
+    OutMsgDequeueImmediate, OutMsgDescr, OutMsgNew, OwnedMessage, SendMsgFlags,
+    SkippedComputePhase, StateInit, StdAddr, StorageUsedShort, Transaction, TxInfo,
 };
 use tycho_types::num::{Uint15, VarUint56};
 use tycho_types::prelude::HashBytes;
@@ -219,6 +225,59 @@ impl BlockBuilder {
         Ok(())
     }
 
+    /// Account `index` of `accounts` (deployed) takes external inbound message `cell` (already checked to be
+    /// one, addressed to it): a transaction that accepts it and does nothing else.
+    pub(crate) fn external(
+        &mut self,
+        accounts: &mut ChainAccounts,
+        index: usize,
+        cell: Cell,
+    ) -> Result<(), ChainError> {
+        let hash = *cell.repr_hash();
+        let what = || format!("external message {hash}");
+        let entry = &accounts.entries[index];
+        let Some(tycho_types::models::AccountState::Active(state)) =
+            entry.account.as_ref().map(|a| a.state.clone())
+        else {
+            return Err(ChainError::Build {
+                what: what(),
+                reason: "its destination is not deployed".into(),
+            });
+        };
+        let tx_lt = self.next_lt(1);
+        let address = accounts.address(index);
+        let account = active_account(&address, state, entry.balance(), tx_lt + 1, self.now)?;
+        let info = TxInfo::Ordinary(OrdinaryTxInfo {
+            credit_first: true,
+            storage_phase: None,
+            credit_phase: None,
+            compute_phase: ComputePhase::Executed(accepted_compute_phase()),
+            action_phase: Some(no_actions()),
+            aborted: false,
+            bounce_phase: None,
+            destroyed: false,
+        });
+        let tx = self.transaction(
+            accounts,
+            index,
+            account,
+            tx_lt,
+            AccountStatus::Active,
+            Some(cell.clone()),
+            Dict::new(),
+            info,
+        )?;
+        let in_msg = InMsg::External(InMsgExternal {
+            in_msg: Lazy::from_raw(cell).map_err(build_err(what()))?,
+            transaction: Lazy::from_raw(tx).map_err(build_err(what()))?,
+        });
+        let fees: ImportFees = in_msg.compute_fees().map_err(build_err(what()))?;
+        self.in_msgs
+            .set(hash, fees, in_msg)
+            .map_err(build_err("InMsgDescr"))?;
+        Ok(())
+    }
+
     /// A transaction of account `index` of `accounts` sends one message.
     pub(crate) fn send(
         &mut self,
@@ -270,21 +329,7 @@ impl BlockBuilder {
             credit_first: true,
             storage_phase: None,
             credit_phase: None,
-            compute_phase: ComputePhase::Executed(ExecutedComputePhase {
-                success: true,
-                msg_state_used: false,
-                account_activated: false,
-                gas_fees: Default::default(),
-                gas_used: Default::default(),
-                gas_limit: Default::default(),
-                gas_credit: None,
-                mode: 0,
-                exit_code: 0,
-                exit_arg: None,
-                vm_steps: 0,
-                vm_init_state_hash: HashBytes::ZERO,
-                vm_final_state_hash: HashBytes::ZERO,
-            }),
+            compute_phase: ComputePhase::Executed(accepted_compute_phase()),
             action_phase: Some(send_action(&msg_cell)?),
             aborted: false,
             bounce_phase: None,
@@ -417,6 +462,48 @@ impl BlockBuilder {
             account_blocks,
             last_lt: self.lt,
         })
+    }
+}
+
+/// The compute phase of a generated transaction: the code ran (no TVM here: no gas, no steps) and succeeded.
+fn accepted_compute_phase() -> ExecutedComputePhase {
+    ExecutedComputePhase {
+        success: true,
+        msg_state_used: false,
+        account_activated: false,
+        gas_fees: Default::default(),
+        gas_used: Default::default(),
+        gas_limit: Default::default(),
+        gas_credit: None,
+        mode: 0,
+        exit_code: 0,
+        exit_arg: None,
+        vm_steps: 0,
+        vm_init_state_hash: HashBytes::ZERO,
+        vm_final_state_hash: HashBytes::ZERO,
+    }
+}
+
+/// The action phase of a transaction with an empty action list.
+fn no_actions() -> ActionPhase {
+    ActionPhase {
+        success: true,
+        valid: true,
+        no_funds: false,
+        status_change: AccountStatusChange::Unchanged,
+        total_fwd_fees: None,
+        total_action_fees: None,
+        result_code: 0,
+        result_arg: None,
+        total_actions: 0,
+        special_actions: 0,
+        skipped_actions: 0,
+        messages_created: 0,
+        action_list_hash: *Cell::empty_cell_ref().repr_hash(),
+        total_message_size: StorageUsedShort {
+            cells: VarUint56::new(0),
+            bits: VarUint56::new(0),
+        },
     }
 }
 

@@ -520,3 +520,189 @@ fn nekoton_reads_every_account_of_a_synced_node_over_jrpc_and_protobuf() {
     stop_within(follower_run.child, Duration::from_secs(60));
     stop_within(server_run.child, Duration::from_secs(60));
 }
+
+/// What nekoton sends to a live devnet: through each transport, a message to a generated shard account and
+/// one to a generated mc account (`send_external_message` waits for the transaction that took it), then one
+/// to an account the generator does not keep, which no block takes and which expires.
+const SENDER: &str = r#"
+import asyncio, json, sys, urllib.request
+import nekoton as nt
+
+def timings(url):
+    request = urllib.request.Request(url, method="POST", headers={"Content-Type": "application/json"},
+        data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "getTimings", "params": {}}).encode())
+    return json.load(urllib.request.urlopen(request))["result"]
+
+def message(address, tag, expire_at):
+    body = nt.CellBuilder()
+    body.store_u32(tag)
+    return nt.SignedExternalMessage(nt.Address(address), expire_at, body=body.build())
+
+async def main():
+    url, shard_account, mc_account, foreign = sys.argv[1:5]
+    out = {"sent": [], "foreign": []}
+    tag = 1
+    for kind, transport in [("jrpc", nt.JrpcTransport(url + "rpc")), ("proto", nt.ProtoTransport(url + "proto"))]:
+        await transport.check_connection()
+        for address in [shard_account, mc_account]:
+            msg = message(address, tag, 0xFFFFFFFF)
+            tag += 1
+            tx = await asyncio.wait_for(transport.send_external_message(msg), 300)
+            state = await transport.get_account_state(nt.Address(address))
+            dst = None
+            for _ in range(600):
+                try:
+                    dst = await transport.get_dst_transaction(msg.hash)
+                    break
+                except RuntimeError:
+                    await asyncio.sleep(0.1)
+            out["sent"].append({
+                "kind": kind,
+                "address": address,
+                "message": msg.hash.hex(),
+                "tx": tx.hash.hex(),
+                "tx_lt": tx.lt,
+                "tx_in_msg": tx.in_msg_hash.hex(),
+                "aborted": tx.aborted,
+                "state_last_lt": state.last_trans_lt,
+                "dst": dst.hash.hex() if dst else None,
+            })
+        # The chain's clock moves a few seconds per mc block: this one expires without a transaction.
+        expire_at = timings(url)["lastMcUtime"] + 5
+        tx = await asyncio.wait_for(transport.send_external_message(message(foreign, tag, expire_at)), 300)
+        tag += 1
+        out["foreign"].append(tx is None)
+    print(json.dumps(out))
+
+asyncio.run(main())
+"#;
+
+/// A live devnet's node1 collates the external messages it gets: nekoton's `send_external_message` sends
+/// one through each transport and gets its transaction back, and the restarted node replays the chain with
+/// those messages in it.
+#[test]
+fn nekoton_sends_messages_to_a_live_devnet_and_gets_their_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let base_port = free_tcp_port();
+    let devnet = |mc_blocks: Option<u32>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_regolith"));
+        command
+            .args([
+                "devnet",
+                "--live",
+                "--nodes",
+                "1",
+                "--block-interval",
+                "200ms",
+            ])
+            .args([
+                "--shards",
+                "2",
+                "--messages",
+                "2",
+                "--key-block-every",
+                "20",
+            ])
+            .args(["--accounts", "8", "--seed", "41"])
+            .arg("--base-port")
+            .arg(base_port.to_string())
+            .arg("--dir")
+            .arg(dir.path())
+            .arg("--zerostate")
+            .arg(zerostate_path())
+            .env("RUST_LOG", "info,tycho_network=warn")
+            .stdout(std::process::Stdio::null());
+        if let Some(n) = mc_blocks {
+            command.args(["--mc-blocks", &n.to_string(), "--exit-when-synced"]);
+        }
+        command
+    };
+    // A devnet stopped with SIGTERM stops its node cleanly; on a failure too.
+    struct Devnet(Option<std::process::Child>);
+    impl Drop for Devnet {
+        fn drop(&mut self) {
+            if let Some(mut child) = self.0.take() {
+                sigterm(&child);
+                let _ = child.wait();
+            }
+        }
+    }
+    let mut running = Devnet(Some(devnet(None).spawn().unwrap()));
+    let node1 = dir.path().join("node1");
+    let live_json = node1.join("live.json");
+    wait_until(
+        "node1's live.json",
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        || live_json.exists(),
+    );
+    // The generated accounts: the generator of node1's live.json lists them.
+    let live: Value = serde_json::from_str(&std::fs::read_to_string(&live_json).unwrap()).unwrap();
+    let shape: regolith_chain::ChainShape = serde_json::from_value(live["chain"].clone()).unwrap();
+    let base = std::fs::read(node1.join("live-base-zerostate.boc")).unwrap();
+    let generator = regolith_chain::Generator::new(shape.options(0, 1), &base).unwrap();
+    let addresses = generator.account_addresses();
+    let shard_account = addresses.iter().find(|a| a.workchain == 0).unwrap();
+    let mc_account = addresses.iter().find(|a| a.workchain == -1).unwrap();
+    // The config account of the base zerostate: the generator keeps no state of it, so no block takes it.
+    let foreign = format!("-1:{}", "5".repeat(64));
+
+    let script = dir.path().join("sender.py");
+    std::fs::write(&script, SENDER).unwrap();
+    // The shard accounts exist from the group after mc block 1 (which sends their deployment).
+    wait_until(
+        "node1 at mc block 3",
+        Duration::from_secs(120),
+        Duration::from_millis(200),
+        || metric(base_port + 1, "regolith_sync_last_applied_mc_seqno").unwrap_or(0.0) >= 3.0,
+    );
+    let url = format!("http://127.0.0.1:{base_port}/");
+    let out = Command::new(python())
+        .arg(&script)
+        .args([
+            url.as_str(),
+            &shard_account.to_string(),
+            &mc_account.to_string(),
+            &foreign,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sent = answer["sent"].as_array().unwrap();
+    assert_eq!(sent.len(), 4, "{answer}");
+    let mut txs = std::collections::HashSet::new();
+    for s in sent {
+        assert_eq!(s["tx_in_msg"], s["message"], "{s}");
+        assert_eq!(s["aborted"], false, "{s}");
+        assert_eq!(s["dst"], s["tx"], "getDstTransaction finds it: {s}");
+        assert!(s["state_last_lt"].as_u64() >= s["tx_lt"].as_u64(), "{s}");
+        assert!(txs.insert(s["tx"].as_str().unwrap().to_string()), "{s}");
+    }
+    assert_eq!(answer["foreign"], json!([true, true]), "{answer}");
+    if let Some(mut child) = running.0.take() {
+        sigterm(&child);
+        assert!(child.wait().unwrap().success());
+    }
+
+    // node1 again: its replay takes the same messages in the same groups (or it refuses its own chain).
+    let last = summary(&node1)["last_applied_mc_block"]
+        .as_str()
+        .unwrap()
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .parse::<u32>()
+        .unwrap();
+    let out = devnet(Some(last + 3)).output().unwrap();
+    let log = std::fs::read_to_string(node1.join("run.log")).unwrap();
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("live chain replayed: the stored tip is the generated one"),
+        "{log}"
+    );
+}

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use regolith_rpc::client::BlockchainRpcClient;
 use tycho_network::InboundRequestMeta;
-use tycho_types::cell::HashBytes;
+use tycho_types::cell::{Cell, HashBytes};
 
 /// A message hash seen within this window is not relayed again.
 pub const DEDUP_WINDOW: Duration = Duration::from_secs(60);
@@ -25,7 +25,7 @@ const DEDUP_CAPACITY: usize = 100_000;
 pub struct Submitted {
     /// The message's hash (its root cell's representation hash).
     pub hash: String,
-    /// Validator targets that got it (0 for a duplicate).
+    /// Validator targets that got it (0 for a duplicate); a live node's own producer counts as one.
     pub targets: usize,
     /// The same message was relayed within the window: it was not sent again.
     pub duplicate: bool,
@@ -46,6 +46,8 @@ pub enum SubmitError {
 #[derive(Default)]
 pub struct ExternalRelay {
     client: OnceLock<BlockchainRpcClient>,
+    /// A live node's producer ([`crate::live`]): it collates what the node relays.
+    producer: OnceLock<tokio::sync::mpsc::Sender<Cell>>,
     seen: Mutex<Seen>,
 }
 
@@ -87,6 +89,11 @@ impl ExternalRelay {
         let _ = self.client.set(client);
     }
 
+    /// Also hands every message it relays to a live node's producer (once).
+    pub fn deliver_locally_to(&self, producer: tokio::sync::mpsc::Sender<Cell>) {
+        let _ = self.producer.set(producer);
+    }
+
     /// Checks `boc` as an external message and relays it to the validator targets, once per window.
     pub async fn submit(&self, boc: &[u8], source: &'static str) -> Result<Submitted, SubmitError> {
         metrics::counter!("regolith_external_messages_total", "source" => source).increment(1);
@@ -95,9 +102,9 @@ impl ExternalRelay {
                 .increment(1);
             return Err(SubmitError::Invalid(e.to_string()));
         }
-        let hash = *tycho_types::boc::Boc::decode(boc)
-            .map_err(|e| SubmitError::Invalid(format!("not a BOC: {e}")))?
-            .repr_hash();
+        let root = tycho_types::boc::Boc::decode(boc)
+            .map_err(|e| SubmitError::Invalid(format!("not a BOC: {e}")))?;
+        let hash = *root.repr_hash();
         let client = self.client.get().ok_or(SubmitError::NotReady)?;
         if !self.seen.lock().first_in_window(hash, Instant::now()) {
             metrics::counter!("regolith_external_messages_duplicate_total", "source" => source)
@@ -108,7 +115,16 @@ impl ExternalRelay {
                 duplicate: true,
             });
         }
-        let targets = client.broadcast_external_message(boc).await;
+        let mut targets = client.broadcast_external_message(boc).await;
+        if let Some(producer) = self.producer.get() {
+            match producer.try_send(root) {
+                Ok(()) => targets += 1,
+                Err(e) => {
+                    metrics::counter!("regolith_live_externals_dropped_total").increment(1);
+                    tracing::warn!(%hash, error = %e, "the live chain's producer cannot take the message");
+                }
+            }
+        }
         metrics::counter!("regolith_external_messages_relayed_total", "source" => source)
             .increment(1);
         metrics::counter!("regolith_external_message_deliveries_total").increment(targets as u64);

@@ -28,6 +28,7 @@ pub mod progress;
 pub mod queue_sync;
 pub mod run;
 pub mod start;
+mod stored_group;
 pub mod sync;
 pub mod trust;
 pub mod tx_index;

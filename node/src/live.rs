@@ -4,10 +4,18 @@
 //! downloaded one: proofs verified, queue diffs applied, archives written, the block served over RPC. Other
 //! nodes follow it through their normal sync.
 //!
-//! The generator's state is not stored: everything is derived from the options and the seed, so at every
-//! start it is rebuilt by replaying the chain from the zerostate up to the last applied mc block, and the
-//! replayed block must be the stored one (its id covers every block before it). A crash between two blocks
-//! therefore loses nothing: the next start replays to whatever the apply made durable.
+//! A live node is its own chain's only collator: the external messages it relays (posted to its API, or
+//! broadcast to it) also go to its producer, and the next group gives each one to a deployed generated
+//! account a transaction (the generator runs no code: the transaction accepts the message and does nothing
+//! else, [`regolith_chain::Generator::next_mc_block_with`]). At most [`MAX_EXTERNALS_PER_GROUP`] a group; the
+//! rest wait for the next ones.
+//!
+//! The generator's state is not stored: everything is derived from the options, the seed and the external
+//! messages the stored blocks list, so at every start it is rebuilt by replaying the chain from the
+//! zerostate up to the last applied mc block, each group given the external messages its stored blocks took,
+//! and the replayed block must be the stored one (its id covers every block before it). A crash between two
+//! blocks therefore loses nothing durable: the next start replays to whatever the apply made durable (messages
+//! that were waiting in memory are gone, as in any collator's queue; a wallet sends them again).
 //!
 //! The data directory holds:
 //! - `live.json` (mode 0600: the seed derives every validator key): the chain's options, the block
@@ -25,6 +33,8 @@ use regolith_formats::CheckedBlock;
 use regolith_storage::Storage;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
+use tycho_types::cell::{Cell, HashBytes};
+use tycho_types::models::InMsg;
 
 use crate::apply::{ApplyError, Group, ImportOptions, Pipeline, Source};
 use crate::config::DataDir;
@@ -40,6 +50,10 @@ pub const BASE_ZEROSTATE_FILE: &str = "live-base-zerostate.boc";
 const REPLAY_LOG_INTERVAL: Duration = Duration::from_secs(2);
 /// A produced block is logged at info level every this many mc blocks (the others at debug level).
 const LOG_EVERY: u32 = 10;
+/// External messages a group takes at most.
+pub const MAX_EXTERNALS_PER_GROUP: usize = 1_000;
+/// External messages waiting for the producer at most; more are dropped.
+pub const EXTERNALS_QUEUE: usize = 10_000;
 
 /// `live.json`: every field is required and used.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -132,6 +146,18 @@ impl LiveConfig {
     }
 }
 
+/// Registers the live chain's counters.
+pub(crate) fn register_metrics() {
+    for name in [
+        "regolith_live_blocks_total",
+        "regolith_live_externals_taken_total",
+        "regolith_live_externals_refused_total",
+        "regolith_live_externals_dropped_total",
+    ] {
+        let _ = metrics::counter!(name);
+    }
+}
+
 fn live_file(data: &DataDir) -> PathBuf {
     data.root.join(LIVE_FILE)
 }
@@ -147,6 +173,7 @@ pub struct LiveProducer {
     storage: Storage,
     pipeline: Pipeline,
     progress: Progress,
+    externals: Option<tokio::sync::mpsc::Receiver<Cell>>,
 }
 
 impl LiveProducer {
@@ -166,7 +193,28 @@ impl LiveProducer {
             storage: storage.clone(),
             pipeline: Pipeline::new(storage, queue, &ImportOptions::default())?,
             progress: Progress::new(true),
+            externals: None,
         })
+    }
+
+    /// Takes the external messages that arrive on `externals` into its next groups.
+    pub fn taking_externals_from(mut self, externals: tokio::sync::mpsc::Receiver<Cell>) -> Self {
+        self.externals = Some(externals);
+        self
+    }
+
+    /// The waiting external messages, up to [`MAX_EXTERNALS_PER_GROUP`].
+    fn waiting_externals(&mut self) -> Vec<Cell> {
+        let mut out = Vec::new();
+        if let Some(rx) = &mut self.externals {
+            while out.len() < MAX_EXTERNALS_PER_GROUP {
+                match rx.try_recv() {
+                    Ok(cell) => out.push(cell),
+                    Err(_) => break,
+                }
+            }
+        }
+        out
     }
 
     /// Publishes the newest applied states to `newest` (for the account API).
@@ -213,14 +261,17 @@ impl LiveProducer {
             let blocks = match pending.take() {
                 Some(blocks) => blocks,
                 None => {
-                    let (back, group) = tokio::task::spawn_blocking(move || {
-                        let group = generator.next_mc_block();
-                        (generator, group)
+                    let externals = self.waiting_externals();
+                    let (back, made) = tokio::task::spawn_blocking(move || {
+                        let group = generator.next_mc_block_with(&externals);
+                        (generator, group.map(|g| (g, externals)))
                     })
                     .await
                     .map_err(|e| anyhow!("the generator thread ended: {e}"))?;
                     generator = back;
-                    group.context("generating the next mc block")?.blocks
+                    let (group, externals) = made.context("generating the next mc block")?;
+                    log_taken(group.mc.seqno, &externals, &group.externals);
+                    group.blocks
                 }
             };
             match self.apply(&blocks).await {
@@ -273,6 +324,7 @@ impl LiveProducer {
             .chain
             .options(0, ChainOptions::default().mc_blocks_per_archive);
         let base = self.base_zerostate.clone();
+        let storage = self.storage.clone();
         let started = Instant::now();
         if last.seqno > 0 {
             tracing::info!(
@@ -282,7 +334,13 @@ impl LiveProducer {
         }
         let replayed = tokio::task::spawn_blocking(move || {
             let mut logged = Instant::now();
-            Generator::resume(options, &base, &zerostate, &last, |seqno| {
+            let externals = |seqno| {
+                stored_externals(&storage, seqno).map_err(|e| ChainError::StoredExternals {
+                    seqno,
+                    reason: format!("{e:#}"),
+                })
+            };
+            Generator::resume(options, &base, &zerostate, &last, externals, |seqno| {
                 if logged.elapsed() >= REPLAY_LOG_INTERVAL {
                     logged = Instant::now();
                     tracing::info!(done = seqno, total = last.seqno, "replaying the live chain");
@@ -342,5 +400,52 @@ impl LiveProducer {
             .apply(Source::Groups(vec![group]), "live chain", &self.progress)
             .await?;
         Ok(report.last_mc_seqno)
+    }
+}
+
+/// The external messages the stored blocks of mc block `seqno`'s group took (on a blocking thread).
+fn stored_externals(storage: &Storage, seqno: u32) -> Result<Vec<Cell>> {
+    let group = crate::stored_group::load(storage, seqno)?
+        .with_context(|| format!("mc block {seqno} is not stored"))?;
+    let mut out = Vec::new();
+    for block in &group {
+        let extra = block
+            .block
+            .load_extra()
+            .with_context(|| format!("block {}: its extra", block.id))?;
+        let in_msgs = extra
+            .in_msg_description
+            .load()
+            .with_context(|| format!("block {}: its InMsgDescr", block.id))?;
+        for entry in in_msgs.iter() {
+            let (_, _, in_msg) =
+                entry.with_context(|| format!("block {}: its InMsgDescr", block.id))?;
+            if let InMsg::External(external) = in_msg {
+                out.push(external.in_msg.inner().clone());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Logs what a group took of the external messages it was offered.
+fn log_taken(seqno: u32, offered: &[Cell], taken: &[HashBytes]) {
+    if offered.is_empty() {
+        return;
+    }
+    metrics::counter!("regolith_live_externals_taken_total").increment(taken.len() as u64);
+    metrics::counter!("regolith_live_externals_refused_total")
+        .increment((offered.len() - taken.len()) as u64);
+    for cell in offered {
+        let hash = cell.repr_hash();
+        if taken.contains(hash) {
+            tracing::debug!(seqno, %hash, "live chain: external message taken");
+        } else {
+            tracing::info!(
+                seqno,
+                %hash,
+                "live chain: external message not taken (not to a deployed account of the generated chain)"
+            );
+        }
     }
 }

@@ -34,4 +34,5 @@ fn register_metrics() {
     crate::apply::group_commit::register_metrics();
     crate::sync::register_metrics();
     crate::gc::register_metrics();
+    crate::live::register_metrics();
 }

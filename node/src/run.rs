@@ -358,9 +358,14 @@ pub async fn run(
         Some(live) => {
             // A live node makes the chain: it is always at the tip.
             synced.store(true, std::sync::atomic::Ordering::Release);
+            // It collates the external messages it relays.
+            let (externals_tx, externals_rx) =
+                tokio::sync::mpsc::channel(crate::live::EXTERNALS_QUEUE);
+            relay.deliver_locally_to(externals_tx);
             let producer = crate::live::LiveProducer::new(live, data, &storage, &queue)?
                 .with_states(&node_config.states)
-                .publishing_states_to(newest_states.clone());
+                .publishing_states_to(newest_states.clone())
+                .taking_externals_from(externals_rx);
             tokio::spawn(producer.run(stop_rx))
         }
         None => {

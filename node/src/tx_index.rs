@@ -115,7 +115,7 @@ fn index_group(
     states: &ChainStates,
     seqno: u32,
 ) -> Result<bool> {
-    let Some(mc) = storage.components().find_mc_block_data(seqno)? else {
+    let Some(group) = crate::stored_group::load(storage, seqno)? else {
         // Block GC collected it before it was indexed (an index turned on in an older data dir): its
         // transactions cannot be indexed any more. Recorded as indexed, so that the index goes on.
         tracing::warn!(
@@ -126,7 +126,7 @@ fn index_group(
         index.write_group(seqno, None, &[], &[])?;
         return Ok(false);
     };
-    let info = mc
+    let info = group[0]
         .block
         .load_info()
         .with_context(|| format!("mc block {seqno}: its info"))?;
@@ -134,34 +134,15 @@ fn index_group(
         gen_utime: info.gen_utime,
         start_lt: info.start_lt,
     });
-    let mut blocks = vec![IndexedBlock {
-        id: mc.id,
-        transactions: block_transactions(&mc.block, -1)?,
-    }];
-    // The shard blocks of this group: back from its top shard blocks while they were brought by this mc block.
-    let mut pending = mc.top_shard_blocks()?;
-    let mut seen = BTreeSet::new();
-    while let Some(id) = pending.pop() {
-        if id.seqno == 0 || !seen.insert(id) {
-            continue;
-        }
-        let Some(handle) = storage.handles().load_handle(&id)? else {
-            continue;
-        };
-        if handle.ref_by_mc_seqno() != seqno || !handle.has_data() {
-            continue;
-        }
-        // On the indexer's blocking thread: the storage's read is async.
-        let data = tokio::runtime::Handle::current()
-            .block_on(storage.components().load_block_data_raw(&handle))?;
-        let block = regolith_formats::ParsedBlock::parse(&id, &data)
-            .with_context(|| format!("shard block {id}"))?;
-        pending.extend(block.prev_ids()?);
-        blocks.push(IndexedBlock {
-            id,
-            transactions: block_transactions(&block.block, id.shard.workchain() as i8)?,
-        });
-    }
+    let blocks = group
+        .iter()
+        .map(|block| {
+            Ok(IndexedBlock {
+                id: block.id,
+                transactions: block_transactions(&block.block, block.id.shard.workchain() as i8)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
     let touched: BTreeSet<StdAddr> = blocks
         .iter()
         .flat_map(|b| b.transactions.iter().map(|t| t.account.clone()))

@@ -124,6 +124,10 @@ pub async fn run(args: DevnetArgs) -> Result<()> {
             // Nodes on one machine: DHT and overlay periods of seconds instead of minutes.
             let mut config = member.data.load_node_config()?;
             (config.overlay, config.dht) = regolith_rpc::network::quick_discovery();
+            // The devnet's chains are dated in the past (from the fixture zerostate's time on): transactions
+            // GC, whose TTL counts from the wall clock, would keep only the newest key block's transactions,
+            // and a wallet polling for its message's transaction could miss it. The index keeps them all.
+            config.api.index_gc = None;
             write_secret_json(&member.data.node_config(), &config)?;
         }
         // A devnet made before nodes had the account API gets it now.
