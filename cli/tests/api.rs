@@ -350,6 +350,11 @@ fn nekoton_reads_every_account_of_a_synced_node_over_jrpc_and_protobuf() {
             ),
             -32004,
         ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"sendMessage","params":{"message":"AAAAAAAA"}}"#
+                .to_string(),
+            -32003,
+        ),
     ] {
         let answer = post("application/json", &body);
         assert!(answer.starts_with("HTTP/1.1 200"), "{body}: {answer}");

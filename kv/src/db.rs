@@ -163,6 +163,9 @@ pub struct DbOptions {
     /// Several writers may insert into a memtable at once; off for a schema with a table whose memtable
     /// takes one writer at a time (a hashed memtable).
     pub concurrent_memtable_write: bool,
+    /// The memtables of every table together stay under this many bytes (RocksDB's
+    /// `db_write_buffer_size`: past it, the largest memtable is flushed); `None`: each table's own limits only.
+    pub write_buffer_budget: Option<usize>,
 }
 
 impl Default for DbOptions {
@@ -171,6 +174,7 @@ impl Default for DbOptions {
             read_only: false,
             sync: false,
             concurrent_memtable_write: true,
+            write_buffer_budget: None,
         }
     }
 }
@@ -205,6 +209,7 @@ impl<S: Schema, E: Engine> Db<S, E> {
             read_only,
             sync,
             concurrent_memtable_write,
+            write_buffer_budget,
         } = options;
         let mut db_options = Options::default();
         db_options.set_max_background_jobs(2);
@@ -212,6 +217,9 @@ impl<S: Schema, E: Engine> Db<S, E> {
         db_options.set_allow_concurrent_memtable_write(concurrent_memtable_write);
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);
+        if let Some(budget) = write_buffer_budget {
+            db_options.set_db_write_buffer_size(budget);
+        }
         let cfs = S::TABLES
             .iter()
             .map(|table| {

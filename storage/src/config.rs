@@ -145,7 +145,7 @@ impl Default for BlocksCacheConfig {
     fn default() -> Self {
         Self {
             ttl: Duration::from_secs(300),
-            size: ByteSize::mib(128),
+            size: ByteSize::mib(64),
         }
     }
 }
@@ -305,7 +305,7 @@ mod tests {
         let json = serde_json::to_string(&config).unwrap();
         assert!(json.contains("\"4 KiB\""), "{json}");
         assert!(json.contains("\"256 MiB\""), "{json}");
-        assert!(json.contains("\"128 MiB\""), "{json}");
+        assert!(json.contains("\"64 MiB\""), "{json}");
         let back: StorageConfig = serde_json::from_str(&json).unwrap();
         assert_eq!(
             back.components.min_blob_size,

@@ -28,12 +28,18 @@ pub struct FailPoints {
 /// The `core` database with typed tables (dereferences to the [`regolith_kv::Db`]) and its fail points.
 pub type CoreDb = Database<CoreTables, FailPoints>;
 
+/// The memtables of the `core` database together, bytes.
+pub const WRITE_BUFFER_BUDGET: usize = 64 << 20;
+
 /// Opens (creating if missing) the `core` database at `path`.
 pub fn open(path: &Path, config: &StorageConfig, read_only: bool) -> Result<CoreDb> {
     let options = DbOptions {
         read_only,
         // `block_handles` has a hashed memtable, which takes inserts from one writer at a time.
         concurrent_memtable_write: false,
+        // The memtables of all tables together: a sync writes components, handles and cells at once, and
+        // each table's own limit (64 MiB by default) let them hold several times this (docs/benchmarks.md).
+        write_buffer_budget: Some(WRITE_BUFFER_BUDGET),
         ..DbOptions::default()
     };
     Ok(Database::open(path, config, options)?)

@@ -116,6 +116,23 @@ impl RunningNode {
         Ok(process_usage(self.pid)?.2)
     }
 
+    /// The CPU seconds (user and system, every thread) it has used so far.
+    pub fn cpu_seconds(&self) -> Result<f64> {
+        Ok(process_usage(self.pid)?.0)
+    }
+
+    /// The bytes it has caused to be written to storage so far (`write_bytes` of /proc/PID/io: RocksDB's WAL,
+    /// flushes and compactions, archive files), page-cache writeback included.
+    pub fn written_bytes(&self) -> Result<u64> {
+        let io = std::fs::read_to_string(format!("/proc/{}/io", self.pid))?;
+        io.lines()
+            .find_map(|l| l.strip_prefix("write_bytes:"))
+            .context("no write_bytes in /proc/PID/io")?
+            .trim()
+            .parse()
+            .context("malformed write_bytes in /proc/PID/io")
+    }
+
     /// SIGTERM, then waits up to 60 s for the exit (SIGKILL after that).
     pub async fn stop(mut self) -> Result<()> {
         // SAFETY: kill has no memory preconditions; the pid is our child's.

@@ -55,6 +55,33 @@ pub struct SyncBenchArgs {
     /// peer, next to the honest-only run (time to the tip, peak RSS, the forger's queries and scores).
     #[arg(long)]
     pub hostile: bool,
+    /// A JSON object merged into the syncing child's `node.json` (objects key by key, other values
+    /// replaced), e.g. `{"storage":{"blocks_cache":{"size":"64 MiB"}}}`: settings compared with the same command.
+    #[arg(long, value_parser = parse_json_object)]
+    pub node_config: Option<serde_json::Value>,
+}
+
+fn parse_json_object(text: &str) -> Result<serde_json::Value, String> {
+    match serde_json::from_str(text) {
+        Ok(value @ serde_json::Value::Object(_)) => Ok(value),
+        Ok(_) => Err("not a JSON object".into()),
+        Err(e) => Err(format!("not JSON: {e}")),
+    }
+}
+
+/// `patch` merged into `target`: objects key by key, any other value replaced.
+fn merge_json(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    match (target, patch) {
+        (serde_json::Value::Object(target), serde_json::Value::Object(patch)) => {
+            for (key, value) in patch {
+                merge_json(
+                    target.entry(key.clone()).or_insert(serde_json::Value::Null),
+                    value,
+                );
+            }
+        }
+        (target, patch) => *target = patch.clone(),
+    }
 }
 
 /// One run.
@@ -68,8 +95,16 @@ struct SyncRun {
     mib_per_s: f64,
     sync_seconds: f64,
     wall_seconds: f64,
+    /// The child's CPU seconds (user and system, from its start) per 1,000 mc blocks it synced.
+    cpu_s_per_1000_mc: f64,
+    /// The bytes the child wrote to storage (from its start) per mc block it synced.
+    written_bytes_per_mc: f64,
     peak_rss_mib: f64,
     failures: f64,
+    #[serde(skip)]
+    cpu_seconds: f64,
+    #[serde(skip)]
+    written_bytes: u64,
 }
 
 /// Runs the benchmark.
@@ -140,8 +175,17 @@ pub(super) async fn sync(args: SyncBenchArgs) -> Result<()> {
             block_bytes as f64 / 1048576.0
         );
         println!(
-            "{:>5}  {:>11}  {:>10}  {:>10}  {:>8}  {:>8}  {:>8}  {:>9}",
-            "peers", "mode", "blocks/s", "mc blk/s", "MiB/s", "sync s", "wall s", "peak RSS"
+            "{:>5}  {:>11}  {:>10}  {:>10}  {:>8}  {:>8}  {:>8}  {:>12}  {:>12}  {:>9}",
+            "peers",
+            "mode",
+            "blocks/s",
+            "mc blk/s",
+            "MiB/s",
+            "sync s",
+            "wall s",
+            "CPU s/1k mc",
+            "written/mc",
+            "peak RSS"
         );
     }
     let mut rows = Vec::new();
@@ -166,19 +210,33 @@ pub(super) async fn sync(args: SyncBenchArgs) -> Result<()> {
                 ChainServers::start_chain_with(&chain, peers.max(1), fixture && archives, options)
                     .await?;
             let work = tempfile::tempdir()?;
-            let run =
-                sync_child(&exe, &chain, &servers, work.path(), archives, boot, last_mc).await;
+            let run = sync_child(
+                &exe,
+                &chain,
+                &servers,
+                work.path(),
+                (archives, args.node_config.as_ref()),
+                boot,
+                last_mc,
+            )
+            .await;
             servers.shutdown().await;
             let mut run = run.with_context(|| format!("{peers} peers, {mode} mode"))?;
             run.peers = peers;
             run.mode = mode.clone();
             run.mib_per_s = run.blocks_per_s * mean_block / 1048576.0;
             run.mc_blocks_per_s = run.blocks_per_s * f64::from(last_mc) / blocks_in_chain as f64;
+            // The mc blocks it synced: all of them from genesis, the share of its blocks after a cold boot.
+            let mc_blocks = run.blocks as f64 * f64::from(last_mc) / blocks_in_chain.max(1) as f64;
+            if mc_blocks >= 1.0 {
+                run.cpu_s_per_1000_mc = run.cpu_seconds / mc_blocks * 1000.0;
+                run.written_bytes_per_mc = run.written_bytes as f64 / mc_blocks;
+            }
             if args.json {
                 println!("{}", serde_json::to_string(&run)?);
             } else {
                 println!(
-                    "{:>5}  {:>11}  {:>10.0}  {:>10.0}  {:>8.2}  {:>8.2}  {:>8.2}  {:>5.0} MiB{}",
+                    "{:>5}  {:>11}  {:>10.0}  {:>10.0}  {:>8.2}  {:>8.2}  {:>8.2}  {:>12.2}  {:>8.1} KiB  {:>5.0} MiB{}",
                     run.peers,
                     run.mode,
                     run.blocks_per_s,
@@ -186,6 +244,8 @@ pub(super) async fn sync(args: SyncBenchArgs) -> Result<()> {
                     run.mib_per_s,
                     run.sync_seconds,
                     run.wall_seconds,
+                    run.cpu_s_per_1000_mc,
+                    run.written_bytes_per_mc / 1024.0,
                     run.peak_rss_mib,
                     if run.failures > 0.0 {
                         format!("  ({} failed steps)", run.failures)
@@ -218,7 +278,7 @@ async fn sync_child(
     chain: &ChainFiles,
     servers: &ChainServers,
     work: &std::path::Path,
-    archives: bool,
+    (archives, node_config): (bool, Option<&serde_json::Value>),
     boot: regolith_node::boot::cold_boot::BootConfig,
     target: u32,
 ) -> Result<SyncRun> {
@@ -229,6 +289,12 @@ async fn sync_child(
         .collect::<Result<_, _>>()?;
     let (data, metrics) =
         regolith_testbed::process::prepare(work, &chain.zerostate, peers, archives, boot)?;
+    if let Some(patch) = node_config {
+        let path = data.node_config();
+        let mut config: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+        merge_json(&mut config, patch);
+        regolith_node::files::write_secret_json(&path, &config)?;
+    }
     let mut node = RunningNode::spawn(exe, &data, metrics)?;
     let started = Instant::now();
     let page = loop {
@@ -255,6 +321,8 @@ async fn sync_child(
     };
     let wall_seconds = started.elapsed().as_secs_f64();
     let peak_rss_mib = node.peak_rss_mib()?;
+    let cpu_seconds = node.cpu_seconds()?;
+    let written_bytes = node.written_bytes()?;
     node.stop().await?;
     let blocks = metric_sum(&page, "regolith_sync_blocks_total") as u64;
     // A cold boot from the tip's key block leaves nothing to sync.
@@ -276,8 +344,12 @@ async fn sync_child(
         mib_per_s: 0.0,
         sync_seconds,
         wall_seconds,
+        cpu_s_per_1000_mc: 0.0,
+        written_bytes_per_mc: 0.0,
         peak_rss_mib,
         failures: metric_sum(&page, "regolith_sync_failures_total"),
+        cpu_seconds,
+        written_bytes,
     })
 }
 
