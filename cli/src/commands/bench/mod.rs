@@ -6,6 +6,7 @@ mod client;
 mod handles;
 mod hostile;
 mod hostile_sync;
+mod profile;
 mod queue;
 mod queue_cases;
 mod rpc;

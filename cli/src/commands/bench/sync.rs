@@ -5,7 +5,8 @@
 //! (`--chain DIR`), or one generated for the run (`--generate N`).
 //! Prints, per run: blocks/s and MiB/s (block BOC bytes, at the chain's mean block size) over the time the
 //! sync worked (`regolith_sync_step_seconds` _sum: no start-up, no idle pause), the seconds from the
-//! process start to the last mc block, and the node's peak RSS.
+//! process start to the last mc block, the node's CPU seconds per 1,000 mc blocks, its bytes written per mc
+//! block and its peak RSS; with `--profile`, where its CPU went ([`super::profile`]).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -59,6 +60,10 @@ pub struct SyncBenchArgs {
     /// replaced), e.g. `{"storage":{"blocks_cache":{"size":"64 MiB"}}}`: settings compared with the same command.
     #[arg(long, value_parser = parse_json_object)]
     pub node_config: Option<serde_json::Value>,
+    /// Also record where each run's child spent its CPU (`perf record`, then the categories of
+    /// docs/benchmarks.md).
+    #[arg(long)]
+    pub profile: bool,
 }
 
 fn parse_json_object(text: &str) -> Result<serde_json::Value, String> {
@@ -101,6 +106,9 @@ struct SyncRun {
     written_bytes_per_mc: f64,
     peak_rss_mib: f64,
     failures: f64,
+    /// With `--profile`: the share of the child's CPU samples per category, percent.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    profile: Vec<(&'static str, f64)>,
     #[serde(skip)]
     cpu_seconds: f64,
     #[serde(skip)]
@@ -215,7 +223,7 @@ pub(super) async fn sync(args: SyncBenchArgs) -> Result<()> {
                 &chain,
                 &servers,
                 work.path(),
-                (archives, args.node_config.as_ref()),
+                (archives, args.node_config.as_ref(), args.profile),
                 boot,
                 last_mc,
             )
@@ -253,6 +261,9 @@ pub(super) async fn sync(args: SyncBenchArgs) -> Result<()> {
                         String::new()
                     }
                 );
+                for (category, share) in &run.profile {
+                    println!("         {share:>5.1}%  {category}");
+                }
             }
             rows.push(run);
         }
@@ -278,7 +289,7 @@ async fn sync_child(
     chain: &ChainFiles,
     servers: &ChainServers,
     work: &std::path::Path,
-    (archives, node_config): (bool, Option<&serde_json::Value>),
+    (archives, node_config, profile): (bool, Option<&serde_json::Value>, bool),
     boot: regolith_node::boot::cold_boot::BootConfig,
     target: u32,
 ) -> Result<SyncRun> {
@@ -295,6 +306,12 @@ async fn sync_child(
         merge_json(&mut config, patch);
         regolith_node::files::write_secret_json(&path, &config)?;
     }
+    let perf_dir = tempfile::tempdir()?;
+    let recording = if profile {
+        Some(super::profile::Recording::start(perf_dir.path())?)
+    } else {
+        None
+    };
     let mut node = RunningNode::spawn(exe, &data, metrics)?;
     let started = Instant::now();
     let page = loop {
@@ -323,6 +340,10 @@ async fn sync_child(
     let peak_rss_mib = node.peak_rss_mib()?;
     let cpu_seconds = node.cpu_seconds()?;
     let written_bytes = node.written_bytes()?;
+    let profile = match recording {
+        Some(recording) => recording.finish(node.pid)?,
+        None => Vec::new(),
+    };
     node.stop().await?;
     let blocks = metric_sum(&page, "regolith_sync_blocks_total") as u64;
     // A cold boot from the tip's key block leaves nothing to sync.
@@ -348,6 +369,7 @@ async fn sync_child(
         written_bytes_per_mc: 0.0,
         peak_rss_mib,
         failures: metric_sum(&page, "regolith_sync_failures_total"),
+        profile,
         cpu_seconds,
         written_bytes,
     })
