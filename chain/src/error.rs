@@ -44,8 +44,8 @@ pub enum ChainError {
         /// The messages the replay took.
         taken: usize,
     },
-    /// The stored external messages of a group could not be read (the replay of a live chain).
-    #[error("the stored external messages of mc block {seqno}: {reason}")]
+    /// The recorded external messages of a group could not be read (the replay of a live chain).
+    #[error("the recorded external messages of mc block {seqno}: {reason}")]
     StoredExternals {
         /// The mc seqno of the group.
         seqno: u32,

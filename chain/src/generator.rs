@@ -264,7 +264,8 @@ impl Generator {
     /// called after each replayed mc block (progress); a `Break` stops the replay with [`ChainError::Stopped`].
     ///
     /// `externals(seqno)` gives the external messages the group of mc block `seqno` took the first time (what
-    /// its stored blocks list): they are given again, so the replay takes exactly them.
+    /// the caller recorded of [`GeneratedGroup::externals`]): they are given again, so the replay takes exactly
+    /// them.
     pub fn resume(
         options: ChainOptions,
         base_zerostate: &[u8],

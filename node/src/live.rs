@@ -11,16 +11,20 @@
 //! rest wait for the next ones.
 //!
 //! The generator's state is not stored: everything is derived from the options, the seed and the external
-//! messages the stored blocks list, so at every start it is rebuilt by replaying the chain from the
-//! zerostate up to the last applied mc block, each group given the external messages its stored blocks took,
-//! and the replayed block must be the stored one (its id covers every block before it). A crash between two
-//! blocks therefore loses nothing durable: the next start replays to whatever the apply made durable (messages
-//! that were waiting in memory are gone, as in any collator's queue; a wallet sends them again).
+//! messages each group took, so at every start it is rebuilt by replaying the chain from the zerostate up to
+//! the last applied mc block, and the replayed block must be the stored one (its id covers every block before
+//! it). The messages a group took are written to `live-externals/` (one file per group that took any,
+//! atomically) before the group is applied: block GC removes old blocks, so the replay cannot read them from
+//! there. A crash between two blocks therefore loses nothing durable: the next start removes the files of
+//! groups that were never applied and replays to whatever the apply made durable (messages that were waiting
+//! in memory are gone, as in any collator's queue; a wallet sends them again).
 //!
 //! The data directory holds:
 //! - `live.json` (mode 0600: the seed derives every validator key): the chain's options, the block
 //!   interval and the last mc block to make (`stop_at`, none: run on);
-//! - `live-base-zerostate.boc`: the zerostate whose config the generated zerostate uses.
+//! - `live-base-zerostate.boc`: the zerostate whose config the generated zerostate uses;
+//! - `live-externals/SEQNO.bin`: the external messages the group of mc block SEQNO took, each a BOC after its
+//!   length (u32 LE).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -34,7 +38,6 @@ use regolith_storage::Storage;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tycho_types::cell::{Cell, HashBytes};
-use tycho_types::models::InMsg;
 
 use crate::apply::{ApplyError, Group, ImportOptions, Pipeline, Source};
 use crate::config::DataDir;
@@ -50,6 +53,8 @@ pub const BASE_ZEROSTATE_FILE: &str = "live-base-zerostate.boc";
 const REPLAY_LOG_INTERVAL: Duration = Duration::from_secs(2);
 /// A produced block is logged at info level every this many mc blocks (the others at debug level).
 const LOG_EVERY: u32 = 10;
+/// `<data>/live-externals/`.
+pub const EXTERNALS_DIR: &str = "live-externals";
 /// External messages a group takes at most.
 pub const MAX_EXTERNALS_PER_GROUP: usize = 1_000;
 /// External messages waiting for the producer at most; more are dropped.
@@ -174,6 +179,7 @@ pub struct LiveProducer {
     pipeline: Pipeline,
     progress: Progress,
     externals: Option<tokio::sync::mpsc::Receiver<Cell>>,
+    externals_dir: PathBuf,
 }
 
 impl LiveProducer {
@@ -194,6 +200,7 @@ impl LiveProducer {
             pipeline: Pipeline::new(storage, queue, &ImportOptions::default())?,
             progress: Progress::new(true),
             externals: None,
+            externals_dir: data.root.join(EXTERNALS_DIR),
         })
     }
 
@@ -235,6 +242,7 @@ impl LiveProducer {
         let Some(mut generator) = self.replay(stop.clone()).await? else {
             return Ok(());
         };
+        drop_unapplied_externals(&self.externals_dir, generator.last_mc_block().seqno)?;
         let mut ticker = tokio::time::interval(self.config.block_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut pending: Option<Vec<ArchivedBlock>> = None;
@@ -271,6 +279,12 @@ impl LiveProducer {
                     generator = back;
                     let (group, externals) = made.context("generating the next mc block")?;
                     log_taken(group.mc.seqno, &externals, &group.externals);
+                    // Durable before the group is: the replay gives it the same messages.
+                    let taken: Vec<Cell> = externals
+                        .into_iter()
+                        .filter(|c| group.externals.contains(c.repr_hash()))
+                        .collect();
+                    write_externals(&self.externals_dir, group.mc.seqno, &taken)?;
                     group.blocks
                 }
             };
@@ -324,7 +338,7 @@ impl LiveProducer {
             .chain
             .options(0, ChainOptions::default().mc_blocks_per_archive);
         let base = self.base_zerostate.clone();
-        let storage = self.storage.clone();
+        let externals_dir = self.externals_dir.clone();
         let started = Instant::now();
         if last.seqno > 0 {
             tracing::info!(
@@ -335,7 +349,7 @@ impl LiveProducer {
         let replayed = tokio::task::spawn_blocking(move || {
             let mut logged = Instant::now();
             let externals = |seqno| {
-                stored_externals(&storage, seqno).map_err(|e| ChainError::StoredExternals {
+                read_externals(&externals_dir, seqno).map_err(|e| ChainError::StoredExternals {
                     seqno,
                     reason: format!("{e:#}"),
                 })
@@ -403,29 +417,83 @@ impl LiveProducer {
     }
 }
 
-/// The external messages the stored blocks of mc block `seqno`'s group took (on a blocking thread).
-fn stored_externals(storage: &Storage, seqno: u32) -> Result<Vec<Cell>> {
-    let group = crate::stored_group::load(storage, seqno)?
-        .with_context(|| format!("mc block {seqno} is not stored"))?;
+fn externals_file(dir: &Path, seqno: u32) -> PathBuf {
+    dir.join(format!("{seqno:010}.bin"))
+}
+
+/// Writes the external messages the group of mc block `seqno` took (nothing when it took none).
+fn write_externals(dir: &Path, seqno: u32, taken: &[Cell]) -> Result<()> {
+    if taken.is_empty() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut bytes = Vec::new();
+    for cell in taken {
+        let boc = tycho_types::boc::Boc::encode(cell);
+        bytes.extend_from_slice(&(boc.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&boc);
+    }
+    write_atomically(&externals_file(dir, seqno), &bytes)
+}
+
+/// The external messages the group of mc block `seqno` took (none without a file).
+fn read_externals(dir: &Path, seqno: u32) -> Result<Vec<Cell>> {
+    let path = externals_file(dir, seqno);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
     let mut out = Vec::new();
-    for block in &group {
-        let extra = block
-            .block
-            .load_extra()
-            .with_context(|| format!("block {}: its extra", block.id))?;
-        let in_msgs = extra
-            .in_msg_description
-            .load()
-            .with_context(|| format!("block {}: its InMsgDescr", block.id))?;
-        for entry in in_msgs.iter() {
-            let (_, _, in_msg) =
-                entry.with_context(|| format!("block {}: its InMsgDescr", block.id))?;
-            if let InMsg::External(external) = in_msg {
-                out.push(external.in_msg.inner().clone());
-            }
-        }
+    let mut rest = bytes.as_slice();
+    while !rest.is_empty() {
+        let (len, tail) = rest
+            .split_first_chunk::<4>()
+            .with_context(|| format!("{}: a truncated length", path.display()))?;
+        let len = u32::from_le_bytes(*len) as usize;
+        let boc = tail
+            .get(..len)
+            .with_context(|| format!("{}: a truncated message", path.display()))?;
+        out.push(
+            tycho_types::boc::Boc::decode(boc)
+                .with_context(|| format!("{}: a message that is not a BOC", path.display()))?,
+        );
+        rest = &tail[len..];
     }
     Ok(out)
+}
+
+/// Removes the files of groups after `last` (written before a crash that came before their apply) and makes
+/// the removal durable.
+fn drop_unapplied_externals(dir: &Path, last: u32) -> Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
+    };
+    let mut removed = false;
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("cannot read {}", dir.display()))?
+            .path();
+        let seqno = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".bin"))
+            .and_then(|n| n.parse::<u32>().ok());
+        if seqno.is_some_and(|s| s > last) {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("cannot remove {}", path.display()))?;
+            tracing::info!(file = %path.display(), "removed the external messages of a group that was never applied");
+            removed = true;
+        }
+    }
+    if removed {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("cannot sync {}", dir.display()))?;
+    }
+    Ok(())
 }
 
 /// Logs what a group took of the external messages it was offered.
@@ -447,5 +515,46 @@ fn log_taken(seqno: u32, offered: &[Cell], taken: &[HashBytes]) {
                 "live chain: external message not taken (not to a deployed account of the generated chain)"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(tag: u8) -> Cell {
+        let mut b = tycho_types::cell::CellBuilder::new();
+        b.store_u8(tag).unwrap();
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn taken_externals_read_back_and_unapplied_groups_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().join(EXTERNALS_DIR);
+        assert!(
+            read_externals(&dir, 5).unwrap().is_empty(),
+            "no file, no messages"
+        );
+        write_externals(&dir, 5, &[cell(1), cell(2)]).unwrap();
+        write_externals(&dir, 7, &[cell(3)]).unwrap();
+        write_externals(&dir, 8, &[]).unwrap();
+        assert!(
+            !externals_file(&dir, 8).exists(),
+            "a group that took none has no file"
+        );
+        assert_eq!(read_externals(&dir, 5).unwrap(), vec![cell(1), cell(2)]);
+
+        // A crash before the apply of 7: the start at 5 drops its file.
+        drop_unapplied_externals(&dir, 5).unwrap();
+        assert!(read_externals(&dir, 7).unwrap().is_empty());
+        assert_eq!(read_externals(&dir, 5).unwrap().len(), 2);
+
+        // A damaged file is an error naming it, not an empty group.
+        let path = externals_file(&dir, 5);
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+        let e = read_externals(&dir, 5).unwrap_err();
+        assert!(format!("{e:#}").contains("0000000005.bin"), "{e:#}");
     }
 }

@@ -1,5 +1,5 @@
 //! The stored blocks of one mc block's group: the mc block and the shard blocks it brought (those whose
-//! handles it references first), read back for the transactions index and the live chain's replay.
+//! handles it references first), read back for the transactions index.
 
 use std::collections::BTreeSet;
 
