@@ -51,6 +51,8 @@ const MAX_SHARD_WALK: usize = 1000;
 const SHARD_BLOCK_ATTEMPTS: usize = 3;
 /// Shard blocks of one level of the walk below an mc block downloaded at once.
 const SHARD_BLOCK_CONCURRENCY: usize = 8;
+/// The most mc blocks applied one getNextBlockFull at a time under one group commit (a stock peer).
+const MAX_RUN_MC_BLOCKS: usize = 64;
 
 /// `node.json` `sync`: how `run` follows the chain.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -121,18 +123,14 @@ pub struct Sync {
     use_batches: bool,
     /// The batch after the one being applied, asked for meanwhile.
     prefetch: Option<Prefetch>,
+    /// Turns true when the sync is to stop ([`Self::run`]): a run of blocks ends at the next block.
+    stop: Option<watch::Receiver<bool>>,
 }
 
 /// A batch asked for ahead: the one after mc block `after`. Dropping it stops the query.
 struct Prefetch {
     after: BlockId,
-    task: tokio::task::JoinHandle<Result<Option<CheckedBatch>, ClientError>>,
-}
-
-impl Drop for Prefetch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    task: AbortOnDrop<Result<Option<CheckedBatch>, ClientError>>,
 }
 
 /// Why a step failed, and who is to blame: the reason is the `reason` label of
@@ -195,6 +193,7 @@ impl Sync {
             synced: None,
             use_batches: true,
             prefetch: None,
+            stop: None,
         })
     }
 
@@ -231,6 +230,7 @@ impl Sync {
     /// Runs until `stop` turns true.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
         tracing::info!("sync started");
+        self.stop = Some(stop.clone());
         loop {
             if *stop.borrow() {
                 break;
@@ -434,13 +434,13 @@ impl Sync {
     }
 
     /// Near the tip: the next mc blocks in one batch from a regolith peer that answers
-    /// `regolith.getNextBlocksFull`, otherwise the next mc block with getNextBlockFull. Each mc block is
+    /// `regolith.getNextBlocksFull`, otherwise a run of mc blocks with getNextBlockFull. Each mc block is
     /// verified (signatures, link to the last applied block) before any of the shard blocks it references
     /// is taken, then applied with them before the next one is looked at.
     async fn next_block(&mut self, last: &BlockId) -> Result<Option<usize>, StepError> {
         if self.use_batches {
             let fetched = match self.prefetch.take() {
-                Some(mut ahead) if ahead.after == *last => (&mut ahead.task)
+                Some(mut ahead) if ahead.after == *last => (&mut ahead.task.0)
                     .await
                     .unwrap_or_else(|e| Err(ClientError::Internal(format!("the batch task: {e}")))),
                 // Asked after a block that is not the last applied one (the batch before it failed).
@@ -461,7 +461,7 @@ impl Sync {
                     let client = self.client.clone();
                     self.prefetch = Some(Prefetch {
                         after,
-                        task: tokio::spawn(async move {
+                        task: AbortOnDrop(tokio::spawn(async move {
                             let batch = client
                                 .get_next_blocks_full(
                                     &after,
@@ -472,7 +472,7 @@ impl Sync {
                                 Some(batch) => Some(CheckedBatch::check_ahead(batch).await),
                                 None => None,
                             })
-                        }),
+                        })),
                     });
                     self.stats
                         .batches
@@ -490,35 +490,90 @@ impl Sync {
                 }),
             }
         }
-        let got = self
-            .client
-            .get_next_block_full(last, DataRequirement::Optional)
-            .await
-            .map_err(|e| StepError {
-                reason: "block_download",
-                peer: None,
-                error: anyhow!("the block after {last}: {e}"),
-            })?;
-        let Some(mc) = got.data else {
-            // That peer's tip is ours.
+        self.block_run(last).await
+    }
+
+    /// The next mc blocks one getNextBlockFull at a time (a stock peer), up to [`MAX_RUN_MC_BLOCKS`] under one
+    /// group commit: the block after each one is asked for as soon as that one arrived and passed its checks,
+    /// while it is verified, gets its shard blocks and is applied. A block asked for ahead of one that then
+    /// fails is dropped unused, and the run ends after the block being applied when the sync is to stop.
+    /// `Ok(None)`: that peer's tip is ours.
+    async fn block_run(&mut self, last: &BlockId) -> Result<Option<usize>, StepError> {
+        let Some((mut mc_block, mut neighbour)) = next_checked_block(&self.client, *last).await?
+        else {
             self.tip.note_held(last.seqno);
             return Ok(None);
         };
-        let peer = *got.neighbour.peer_id();
-        // Every block is checked once, here or in the batch, as it arrives (hashes, proof, diff): the
-        // neighbour that sent a bad one is the one punished, and the apply path takes the checked values.
-        let mc_block = check_downloaded_block(None, &mc).map_err(|e| {
-            got.neighbour.punish(Punishment::Malicious);
-            StepError {
-                reason: "bad_block",
-                peer: Some(peer),
-                error: e.context(format!("the next mc block from {peer}")),
+        let origin = format!("the blocks after mc block {}", last.seqno);
+        let mut session = match self.pipeline.open_session(&origin) {
+            Ok(session) => session,
+            Err(e) => return Err(StepError::local("local", e.into_inner())),
+        };
+        let mut last = *last;
+        let mut applied = 0;
+        let mut stopped = None;
+        for n in 1..=MAX_RUN_MC_BLOCKS {
+            let ahead = (n < MAX_RUN_MC_BLOCKS).then(|| {
+                let client = self.client.clone();
+                let after = *mc_block.id();
+                AbortOnDrop(tokio::spawn(async move {
+                    next_checked_block(&client, after).await
+                }))
+            });
+            match self
+                .apply_next(&last, mc_block, &neighbour, None, Some(&mut session))
+                .await
+            {
+                Ok(n) => {
+                    applied += n;
+                    last = *session.last_applied();
+                }
+                Err(e) if applied == 0 => {
+                    stopped = Some(e);
+                    break;
+                }
+                Err(e) => {
+                    self.failed(&e);
+                    break;
+                }
             }
-        })?;
-        drop(mc);
-        self.apply_next(last, mc_block, &got.neighbour, None, None)
+            if self.stop.as_ref().is_some_and(|stop| *stop.borrow()) {
+                break;
+            }
+            let Some(mut ahead) = ahead else { break };
+            match (&mut ahead.0).await {
+                Ok(Ok(Some(next))) => (mc_block, neighbour) = next,
+                Ok(Ok(None)) => {
+                    self.tip.note_held(last.seqno);
+                    break;
+                }
+                Ok(Err(e)) => {
+                    self.failed(&e);
+                    break;
+                }
+                Err(e) => {
+                    self.failed(&StepError::local(
+                        "local",
+                        anyhow!("asking for the block after {last}: {e}"),
+                    ));
+                    break;
+                }
+            }
+        }
+        if let Err(e) = self
+            .pipeline
+            .close_session(session, Ok(()), &self.progress)
             .await
-            .map(Some)
+        {
+            return Err(StepError::local(
+                "local",
+                e.into_inner().context(format!("making {origin} durable")),
+            ));
+        }
+        match stopped {
+            Some(e) => Err(e),
+            None => Ok(Some(applied)),
+        }
     }
 
     /// Applies the mc blocks of a batch in order, each with its shard blocks (from the batch when it
@@ -791,6 +846,49 @@ impl Sync {
     fn report(&mut self, last_mc_seqno: u32, imported: usize) {
         self.display.applied(imported as u64);
         tracing::debug!(height = last_mc_seqno, imported, "synced");
+    }
+}
+
+/// The mc block after `after` from a neighbour (getNextBlockFull), checked as it arrived (hashes, proof,
+/// diff; a neighbour that sent a bad one is punished), with that neighbour; `None` when it has none.
+async fn next_checked_block(
+    client: &BlockchainRpcClient,
+    after: BlockId,
+) -> Result<Option<(CheckedBlock, Arc<Neighbour>)>, StepError> {
+    let got = client
+        .get_next_block_full(&after, DataRequirement::Optional)
+        .await
+        .map_err(|e| StepError {
+            reason: "block_download",
+            peer: None,
+            error: anyhow!("the block after {after}: {e}"),
+        })?;
+    let Some(data) = got.data else {
+        return Ok(None);
+    };
+    let peer = *got.neighbour.peer_id();
+    let checked = tokio::task::spawn_blocking(move || check_downloaded_block(None, &data))
+        .await
+        .map_err(|e| StepError::local("local", anyhow!("checking the block after {after}: {e}")))?;
+    match checked {
+        Ok(block) => Ok(Some((block, got.neighbour))),
+        Err(e) => {
+            got.neighbour.punish(Punishment::Malicious);
+            Err(StepError {
+                reason: "bad_block",
+                peer: Some(peer),
+                error: e.context(format!("the next mc block from {peer}")),
+            })
+        }
+    }
+}
+
+/// A spawned task aborted when dropped (a block asked for ahead that is no longer wanted).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
