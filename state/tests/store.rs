@@ -213,6 +213,42 @@ fn applying_a_generated_chain_reaches_its_roots_with_exact_counts_through_checkp
 }
 
 #[test]
+fn checkpoints_count_exactly_while_gc_keeps_one_and_a_reader_holds_the_states_before() {
+    let node = Node::new();
+    let mut generator = generator(20);
+    let mut states = node.genesis(&generator);
+    // A reader's snapshot, alive until the checkpoint after the one it was taken before: through the GC
+    // that removes the states its stored cells were read from, and through the next write walk.
+    let mut reader = None;
+    let mut removed = 0;
+    for seqno in 1..=12u32 {
+        for (id, prev, update) in next_group(&mut generator) {
+            states.apply(&node.store, &id, &prev, &update).unwrap();
+        }
+        assert_eq!(states.mc().id, generator.last_mc_block());
+        if seqno % 2 == 0 {
+            let previous = reader.replace(states.clone());
+            node.checkpoint(&mut states);
+            node.assert_exact(&format!("checkpoint at mc {seqno}"));
+            removed += gc::collect(&node.store, &node.storage, 1, || {})
+                .unwrap()
+                .removed_states;
+            node.assert_exact(&format!("GC keeping one after mc {seqno}"));
+            drop(previous);
+        }
+    }
+    assert!(removed > 0, "GC removed no state");
+    assert_eq!(
+        states.mc().root.repr_hash(),
+        generator.mc_state_root().repr_hash()
+    );
+    for (state, (id, root)) in states.shards().iter().zip(&generator.shard_tips()) {
+        assert_eq!(state.id, *id);
+        assert_eq!(state.root.repr_hash(), root.repr_hash());
+    }
+}
+
+#[test]
 fn an_update_that_does_not_follow_the_state_is_refused_as_invalid() {
     let node = Node::new();
     let mut generator = generator(5);
