@@ -48,6 +48,17 @@ pub(crate) fn children(body: &[u8]) -> Result<Vec<HashBytes>, String> {
         .collect())
 }
 
+/// The parts of a body a BOC writes: the descriptor, the data bytes and the child repr hashes (32 bytes
+/// each, concatenated).
+pub(crate) fn boc_parts(body: &[u8]) -> Result<(CellDescriptor, &[u8], &[u8]), String> {
+    let layout = Layout::of(body)?;
+    Ok((
+        layout.descriptor,
+        &body[6..layout.lower],
+        &body[layout.children..],
+    ))
+}
+
 /// Decodes a body stored under `repr_hash`.
 pub(crate) fn decode(repr_hash: &HashBytes, body: &[u8]) -> Result<CellRow, String> {
     let layout = Layout::of(body)?;
@@ -81,6 +92,30 @@ pub(crate) fn decode(repr_hash: &HashBytes, body: &[u8]) -> Result<CellRow, Stri
         hashes: hashes.into_boxed_slice(),
         children,
     })
+}
+
+/// (hash, depth) at `level`, as tycho-types defines them, of a decoded row's parts (a pruned branch keeps
+/// its lower ones in its data).
+pub(crate) fn level_descr<'a>(
+    descriptor: CellDescriptor,
+    data: &'a [u8],
+    hashes: &'a [(HashBytes, u16)],
+    level: u8,
+) -> (&'a HashBytes, u16) {
+    let index = descriptor.level_mask().hash_index(level) as usize;
+    if descriptor.is_pruned_branch() {
+        let level = descriptor.level_mask().level() as usize;
+        if index < level {
+            let hash = &data[2 + index * 32..2 + index * 32 + 32];
+            let at = 2 + level * 32 + index * 2;
+            let depth = u16::from_be_bytes([data[at], data[at + 1]]);
+            return (HashBytes::wrap(hash.try_into().expect("32 bytes")), depth);
+        }
+        let (hash, depth) = hashes.last().expect("the repr entry");
+        return (hash, *depth);
+    }
+    let (hash, depth) = hashes.get(index).or(hashes.last()).expect("the repr entry");
+    (hash, *depth)
 }
 
 /// Where the parts of a body start, checked against its length.

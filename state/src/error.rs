@@ -33,6 +33,9 @@ pub enum StateError {
         /// What is not supported.
         reason: String,
     },
+    /// A state's BOC could not be written out.
+    #[error("writing a state's BOC: {0}")]
+    BocWrite(#[source] std::io::Error),
     /// The stored states do not fit together (a checkpoint without its states, a state of another shard).
     #[error("{0}")]
     Inconsistent(String),

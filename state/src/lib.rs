@@ -7,6 +7,7 @@
 //! - [`ChainStates`]: the newest states; [`ChainStates::apply`] checks and applies a block's update.
 //! - [`import::import_states`]: a whole state imported through a journal, [`import::resume`] after a crash.
 //! - [`gc::collect`]: states GC; [`check::check`]: the checker (`regolith inspect state --check`).
+//! - [`StateBoc`]: a stored state as the BOC of its persistent state file, read from the rows.
 //! - [`NewestStates`]: the newest applied states, published for readers.
 //! - [`StatesConfig`]: the `states` section of a node's config.
 
@@ -18,6 +19,7 @@ mod error;
 pub mod gc;
 pub mod import;
 mod newest;
+mod state_boc;
 mod store;
 mod stored_cell;
 
@@ -26,6 +28,7 @@ pub use check::CheckReport;
 pub use config::StatesConfig;
 pub use error::StateError;
 pub use newest::NewestStates;
+pub use state_boc::StateBoc;
 pub use store::{PinnedRoot, RemoveStats, StateStore, WriteStats};
 
 /// Registers the state metrics with the installed recorder, so that a dashboard shows 0 before their first

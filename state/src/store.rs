@@ -16,6 +16,7 @@ use tycho_types::cell::{Cell, DynCell, HashBytes};
 
 use crate::cell_row;
 use crate::error::StateError;
+use crate::state_boc::StateBoc;
 use crate::stored_cell::Loader;
 
 /// What one write of states did.
@@ -119,6 +120,13 @@ impl StateStore {
             Some(root) => self.load_cell(&root).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// The stored state `root` read for its BOC (the bytes tycho-types' `Boc::encode` gives for it) without
+    /// loading its cells. The state must stay stored meanwhile (a persistent save's states are held from
+    /// states GC).
+    pub fn read_state_boc(&self, root: &HashBytes) -> Result<StateBoc, StateError> {
+        StateBoc::read(self.cells(), root)
     }
 
     /// The first error a lazy read of a child met since the last call (a child that could not be read

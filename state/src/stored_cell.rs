@@ -105,26 +105,8 @@ impl StoredCell {
         }
     }
 
-    /// (hash, depth) at `level`, as tycho-types defines them (a pruned branch keeps its lower ones in data).
     fn level_descr(&self, level: u8) -> (&HashBytes, u16) {
-        let index = self.descriptor.level_mask().hash_index(level) as usize;
-        if self.descriptor.is_pruned_branch() {
-            let level = self.descriptor.level_mask().level() as usize;
-            if index < level {
-                let hash = &self.data[2 + index * 32..2 + index * 32 + 32];
-                let at = 2 + level * 32 + index * 2;
-                let depth = u16::from_be_bytes([self.data[at], self.data[at + 1]]);
-                return (HashBytes::wrap(hash.try_into().expect("32 bytes")), depth);
-            }
-            let (hash, depth) = self.hashes.last().expect("the repr entry");
-            return (hash, *depth);
-        }
-        let (hash, depth) = self
-            .hashes
-            .get(index)
-            .or(self.hashes.last())
-            .expect("the repr entry");
-        (hash, *depth)
+        cell_row::level_descr(self.descriptor, &self.data, &self.hashes, level)
     }
 }
 

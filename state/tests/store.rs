@@ -9,6 +9,7 @@ use regolith_state::{check, gc, import, ChainStates, StateError, StateStore};
 use regolith_storage::tables::{Cells, StoredHash};
 use regolith_storage::{BlockHandle, NewBlockMeta, Storage, StorageConfig};
 use regolith_test_support::fixture_bytes;
+use tycho_types::boc::Boc;
 use tycho_types::cell::{Cell, DynCell};
 use tycho_types::merkle::MerkleUpdate;
 
@@ -249,6 +250,34 @@ fn checkpoints_count_exactly_while_gc_keeps_one_and_a_reader_holds_the_states_be
 }
 
 #[test]
+fn a_stored_state_read_from_its_rows_is_the_boc_tycho_encodes_for_it() {
+    let node = Node::new();
+    let mut generator = generator(12);
+    let mut states = node.genesis(&generator);
+    for _ in 0..10 {
+        for (id, prev, update) in next_group(&mut generator) {
+            states.apply(&node.store, &id, &prev, &update).unwrap();
+        }
+    }
+    node.checkpoint(&mut states);
+    let roots = node.store.cells().state_roots().unwrap();
+    assert!(roots.len() >= 6, "{} states", roots.len());
+    for (id, root) in roots {
+        let boc = node.store.read_state_boc(&root).unwrap();
+        let mut bytes = Vec::new();
+        boc.write(&mut bytes).unwrap();
+        let expected = Boc::encode(node.store.load_cell(&root).unwrap());
+        assert!(bytes == expected, "the BOC of the state of {id} differs");
+        assert_eq!(
+            boc.size(),
+            bytes.len() as u64,
+            "the size of the state of {id}"
+        );
+        assert_eq!(Boc::decode(&bytes).unwrap().repr_hash(), &root);
+    }
+}
+
+#[test]
 fn an_update_that_does_not_follow_the_state_is_refused_as_invalid() {
     let node = Node::new();
     let mut generator = generator(5);
@@ -318,6 +347,13 @@ fn a_missing_cell_is_a_corruption_error_naming_it() {
     match node.store.take_read_error() {
         Some(StateError::Corruption { hash, .. }) => assert_eq!(hash, victim),
         other => panic!("expected a corruption of {victim}, got {other:?}"),
+    }
+
+    // Reading it for its BOC meets it too.
+    match node.store.read_state_boc(root.repr_hash()) {
+        Err(StateError::Corruption { hash, .. }) => assert_eq!(hash, victim),
+        Err(e) => panic!("expected a corruption of {victim}, got {e}"),
+        Ok(_) => panic!("expected a corruption of {victim}, got a BOC"),
     }
 
     // Removing the state meets it too, and removes nothing.

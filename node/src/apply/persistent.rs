@@ -17,8 +17,7 @@ use regolith_formats::queue_state::{message_chunks, write_queue_state, QueueStat
 use regolith_formats::BlockId;
 use regolith_state::StateStore;
 use regolith_storage::{BlockFlags, StateKind, Storage};
-use tycho_types::boc::Boc;
-use tycho_types::cell::Cell;
+use tycho_types::cell::{Cell, HashBytes};
 
 /// zstd level of the state files the node writes.
 const STATE_ZSTD_LEVEL: i32 = 3;
@@ -53,8 +52,9 @@ pub(crate) async fn save(
     for id in &blocks {
         let states = storage.persistent_states();
         if states.get(id, StateKind::Shard)?.is_none() {
-            let root = store
-                .load_state(id)?
+            let root = storage
+                .cells()
+                .state_root(id)?
                 .ok_or_else(|| anyhow!("the state of block {id} is not stored"))?;
             let bytes = encode_shard_state(store, root)
                 .await
@@ -175,17 +175,22 @@ async fn rotate(storage: &Storage, mc: &BlockId) -> Result<usize> {
     Ok(removed)
 }
 
-/// The served form of a shard state: a one-root BOC (the root is cell 0), zstd-compressed. The cells are
-/// read from the store, on the blocking pool.
-async fn encode_shard_state(store: &StateStore, root: Cell) -> Result<Vec<u8>> {
+/// The served form of a shard state: a one-root BOC (the root is cell 0), zstd-compressed. The BOC is read
+/// from the cell rows (each once, none built into a cell) and compressed as it is written, on the blocking
+/// pool.
+async fn encode_shard_state(store: &StateStore, root: HashBytes) -> Result<Vec<u8>> {
     let store = store.clone();
     tokio::task::spawn_blocking(move || {
-        let boc = Boc::encode(&root);
-        drop(root);
-        if let Some(e) = store.take_read_error() {
-            return Err(anyhow::Error::new(e));
-        }
-        zstd::bulk::compress(&boc, STATE_ZSTD_LEVEL).context("compressing")
+        let boc = store.read_state_boc(&root)?;
+        let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), STATE_ZSTD_LEVEL)
+            .context("compressing")?;
+        // The frame names its content size, as a one-shot compression's does.
+        encoder
+            .set_pledged_src_size(Some(boc.size()))
+            .context("compressing")?;
+        encoder.include_contentsize(true).context("compressing")?;
+        boc.write(&mut encoder)?;
+        encoder.finish().context("compressing")
     })
     .await
     .map_err(|e| anyhow!("the state writer ended: {e}"))?
