@@ -263,6 +263,26 @@ impl Sync {
         tracing::info!("sync stopped");
     }
 
+    /// Takes the result of one group of a run under one session (a batch, or a run of single blocks): true
+    /// when the run goes on. A failure at the run's first group is the step's error; a later one is counted
+    /// and logged, and what was applied before it stays.
+    fn run_goes_on(&self, run: &mut RunOutcome, result: Result<usize, StepError>) -> bool {
+        match result {
+            Ok(n) => {
+                run.applied += n;
+                true
+            }
+            Err(e) if run.applied == 0 => {
+                run.stopped = Some(e);
+                false
+            }
+            Err(e) => {
+                self.failed(&e);
+                false
+            }
+        }
+    }
+
     /// Counts and logs a failed step (or the failed part of a batch).
     fn failed(&self, e: &StepError) {
         self.stats
@@ -510,8 +530,7 @@ impl Sync {
             Err(e) => return Err(StepError::local("local", e.into_inner())),
         };
         let mut last = *last;
-        let mut applied = 0;
-        let mut stopped = None;
+        let mut run = RunOutcome::default();
         for n in 1..=MAX_RUN_MC_BLOCKS {
             let ahead = (n < MAX_RUN_MC_BLOCKS).then(|| {
                 let client = self.client.clone();
@@ -520,23 +539,13 @@ impl Sync {
                     next_checked_block(&client, after).await
                 }))
             });
-            match self
+            let result = self
                 .apply_next(&last, mc_block, &neighbour, None, Some(&mut session))
-                .await
-            {
-                Ok(n) => {
-                    applied += n;
-                    last = *session.last_applied();
-                }
-                Err(e) if applied == 0 => {
-                    stopped = Some(e);
-                    break;
-                }
-                Err(e) => {
-                    self.failed(&e);
-                    break;
-                }
+                .await;
+            if !self.run_goes_on(&mut run, result) {
+                break;
             }
+            last = *session.last_applied();
             if self.stop.as_ref().is_some_and(|stop| *stop.borrow()) {
                 break;
             }
@@ -570,9 +579,9 @@ impl Sync {
                 e.into_inner().context(format!("making {origin} durable")),
             ));
         }
-        match stopped {
+        match run.stopped {
             Some(e) => Err(e),
-            None => Ok(Some(applied)),
+            None => Ok(Some(run.applied)),
         }
     }
 
@@ -587,14 +596,13 @@ impl Sync {
         let neighbour = batch.neighbour().clone();
         let peer = *neighbour.peer_id();
         let mut last = *last;
-        let mut applied = 0;
+        let mut run = RunOutcome::default();
         // The batch's groups share one group commit: durable together when the session closes.
         let origin = format!("a batch from {peer}");
         let mut session = match self.pipeline.open_session(&origin) {
             Ok(session) => session,
             Err(e) => return Err(StepError::local("local", e.into_inner())),
         };
-        let mut stopped = None;
         while let Some(mc) = batch.next_mc().await {
             let result = match mc {
                 Ok(mc) => {
@@ -613,20 +621,10 @@ impl Sync {
                     })
                 }
             };
-            match result {
-                Ok(n) => {
-                    applied += n;
-                    last = *session.last_applied();
-                }
-                Err(e) if applied == 0 => {
-                    stopped = Some(e);
-                    break;
-                }
-                Err(e) => {
-                    self.failed(&e);
-                    break;
-                }
+            if !self.run_goes_on(&mut run, result) {
+                break;
             }
+            last = *session.last_applied();
         }
         if let Err(e) = self
             .pipeline
@@ -638,9 +636,9 @@ impl Sync {
                 e.into_inner().context(format!("making {origin} durable")),
             ));
         }
-        match stopped {
+        match run.stopped {
             Some(e) => Err(e),
-            None => Ok(applied),
+            None => Ok(run.applied),
         }
     }
 
@@ -881,6 +879,14 @@ async fn next_checked_block(
             })
         }
     }
+}
+
+/// What a run of groups under one session did: the blocks applied, and the error that stopped it at its first
+/// group.
+#[derive(Default)]
+struct RunOutcome {
+    applied: usize,
+    stopped: Option<StepError>,
 }
 
 /// A spawned task aborted when dropped (a block asked for ahead that is no longer wanted).
