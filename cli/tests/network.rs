@@ -1175,6 +1175,22 @@ impl tycho_network::Service<tycho_network::ServiceRequest> for Forger {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
+    dishonest_peer(regolith_node::sync::SyncConfig::default()).await;
+}
+
+/// As [`a_dishonest_peer_is_punished_and_nothing_forged_is_stored`], with a client that asks for every block
+/// with getNextBlockFull, as it does from stock peers: its runs ask for the block after each one before that
+/// one is verified, and must not take a forged one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored_block_by_block() {
+    dishonest_peer(regolith_node::sync::SyncConfig {
+        archives: false,
+        batches: false,
+    })
+    .await;
+}
+
+async fn dishonest_peer(sync_config: regolith_node::sync::SyncConfig) {
     let dir = tempfile::tempdir().unwrap();
     let honest = serve(&dir.path().join("honest"), 40, None, false).await;
     // The forger holds the same chain and answers from it through the honest service, then forges.
@@ -1241,7 +1257,8 @@ async fn a_dishonest_peer_is_punished_and_nothing_forged_is_stored() {
     .expect("both servers become neighbours");
     let sync =
         regolith_node::sync::Sync::new(fresh_storage.clone(), queue, client.clone(), &fresh.root)
-            .unwrap();
+            .unwrap()
+            .with_config(&sync_config);
     let stats = sync.stats();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(sync.run(stop_rx));
