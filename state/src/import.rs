@@ -13,6 +13,7 @@
 //! ([`resume`]); a crash after it is resumed from the cursor. Until the journal closes, the cell rows hold a
 //! part of the import, so nothing else may write them or check them: [`resume`] runs first.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -72,13 +73,17 @@ pub fn import_states(
         ));
     }
     let mut walk = WriteWalk::default();
+    // The delta file lists the new cells' bodies in hash order, after the walk: they are kept until then.
+    let mut bodies: HashMap<HashBytes, Box<[u8]>> = HashMap::new();
     let mut roots = Vec::new();
     let mut handles = Vec::new();
     for (handle, root) in states {
         if cells.state_root(handle.id())?.is_some() {
             continue;
         }
-        walk.add_root(cells, root.as_ref())?;
+        walk.add_root(cells, root.as_ref(), |hash, body| {
+            bodies.insert(*hash, body.into());
+        })?;
         if let Some(e) = store.take_read_error() {
             return Err(e);
         }
@@ -89,9 +94,10 @@ pub fn import_states(
     let path = dir.join(DELTA_FILE);
     let mut rows: Vec<_> = walk.entries.into_iter().collect();
     rows.sort_unstable_by_key(|row| row.0);
-    let (len, digest) = write_delta_file(&path, &rows)?;
+    let (len, digest) = write_delta_file(&path, &rows, &bodies)?;
     let row_count = rows.len() as u64;
     drop(rows);
+    drop(bodies);
     let journal = Journal {
         file_len: len,
         file_blake3: digest,
@@ -268,6 +274,7 @@ fn apply(
 fn write_delta_file(
     path: &Path,
     rows: &[(HashBytes, crate::store::WalkEntry)],
+    bodies: &HashMap<HashBytes, Box<[u8]>>,
 ) -> Result<(u64, [u8; 32]), StateError> {
     let file = File::create(path).map_err(|e| io_error(path, "create", &e))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
@@ -277,10 +284,17 @@ fn write_delta_file(
         let mut head = [0u8; 44];
         head[..32].copy_from_slice(hash.as_slice());
         head[32..40].copy_from_slice(&entry.delta.to_le_bytes());
-        let body: &[u8] = entry.body.as_deref().unwrap_or(&[]);
-        let body_len = match &entry.body {
-            Some(body) => body.len() as u32,
-            None => STORED,
+        let body = match entry.is_new {
+            true => bodies.get(hash).map(|b| &b[..]).ok_or_else(|| {
+                StateError::Inconsistent(format!(
+                    "the import walk kept no body of the new cell {hash}"
+                ))
+            })?,
+            false => &[][..],
+        };
+        let body_len = match entry.is_new {
+            true => body.len() as u32,
+            false => STORED,
         };
         head[40..44].copy_from_slice(&body_len.to_le_bytes());
         for part in [&head[..], body] {

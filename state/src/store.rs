@@ -155,7 +155,11 @@ impl StateStore {
             if cells.state_root(handle.id())?.is_some() {
                 continue;
             }
-            walk.add_root(cells, root.as_ref())?;
+            // A new cell's row goes into the batch as the walk reaches it: the walk keeps no bodies.
+            walk.add_root(cells, root.as_ref(), |hash, body| {
+                batch.put_cell(hash, body);
+                stats.new_cells += 1;
+            })?;
             if let Some(e) = self.take_read_error() {
                 return Err(e);
             }
@@ -163,19 +167,14 @@ impl StateStore {
             stats.states += 1;
         }
         for (hash, entry) in walk.entries {
-            match entry.body {
-                Some(body) => {
-                    batch.put_cell(&hash, &body);
-                    if entry.delta >= 2 {
-                        batch.set_ref_count(&hash, entry.delta);
-                    }
-                    stats.new_cells += 1;
+            if entry.is_new {
+                if entry.delta >= 2 {
+                    batch.set_ref_count(&hash, entry.delta);
                 }
-                None => {
-                    let old = cells.ref_count_row(&hash)?.unwrap_or(1);
-                    batch.set_ref_count(&hash, old + entry.delta);
-                    stats.counted_cells += 1;
-                }
+            } else {
+                let old = cells.ref_count_row(&hash)?.unwrap_or(1);
+                batch.set_ref_count(&hash, old + entry.delta);
+                stats.counted_cells += 1;
             }
         }
         more(&mut batch);
@@ -251,25 +250,30 @@ impl StateStore {
     }
 }
 
-/// The cells one write reaches: the new ones with their bodies, the stored ones with the references added.
+/// The cells one write reaches: for each, whether it is new (not stored before the walk) and the references
+/// (and roots) added to it. The bodies of new cells go to the walk's caller as they are reached.
 #[derive(Default)]
 pub(crate) struct WriteWalk {
     pub(crate) entries: HashMap<HashBytes, WalkEntry>,
     body: Vec<u8>,
 }
 
+#[derive(Clone, Copy)]
 pub(crate) struct WalkEntry {
-    /// The body of a cell not stored yet.
-    pub(crate) body: Option<Box<[u8]>>,
+    /// Not stored before the walk: its body went to the caller.
+    pub(crate) is_new: bool,
     /// References (and roots) added.
     pub(crate) delta: u64,
 }
 
 impl WriteWalk {
+    /// Walks the cells of `root`: a cell reached again gets one more reference; a stored cell is counted and
+    /// not descended; a new cell's body goes to `new_cell` (once per cell) and its children are walked.
     pub(crate) fn add_root(
         &mut self,
         cells: &CellStorage,
         root: &DynCell,
+        mut new_cell: impl FnMut(&HashBytes, &[u8]),
     ) -> Result<(), StateError> {
         let mut stack = vec![root];
         while let Some(cell) = stack.pop() {
@@ -279,15 +283,16 @@ impl WriteWalk {
                 Entry::Vacant(e) => {
                     if cells.contains_cell(&hash)? {
                         e.insert(WalkEntry {
-                            body: None,
+                            is_new: false,
                             delta: 1,
                         });
                         continue;
                     }
                     self.body.clear();
                     cell_row::encode(cell, &mut self.body);
+                    new_cell(&hash, &self.body);
                     e.insert(WalkEntry {
-                        body: Some(self.body.as_slice().into()),
+                        is_new: true,
                         delta: 1,
                     });
                     for i in 0..cell.reference_count() {
