@@ -7,8 +7,9 @@ use clap::{Parser, Subcommand};
 use regolith_cli::commands;
 use regolith_node::config::DataDir;
 
-/// The process's Rust allocations go to mimalloc, which returns freed memory to the system sooner than glibc's
-/// per-thread arenas do: a lower peak RSS at the same speed (docs/benchmarks.md, "Allocators").
+/// Every allocation of the process goes to mimalloc: Rust's through this allocator, and the C and C++ libraries'
+/// (RocksDB, zstd) through the `malloc` and `free` that mimalloc's `override` feature exports from the binary.
+/// glibc's arenas kept what RocksDB freed resident (docs/benchmarks.md, "One allocator for the whole process").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -63,15 +64,27 @@ fn init_logging(default_level: &str) {
         .init();
 }
 
-fn main() {
-    // RocksDB's C++ still allocates through glibc's malloc: two arenas (instead of eight per core) let one
-    // thread reuse what another freed. A MALLOC_ARENA_MAX the user set wins.
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: mallopt changes a malloc parameter; called before any thread starts.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 2);
-        }
+/// mimalloc's `mi_option_purge_delay` (the index of the option in the `mi_option_e` of the mimalloc 3 that
+/// libmimalloc-sys 0.1.49 builds; the test below checks that the index still names an option whose default
+/// is the purge delay's 1,000 ms).
+const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+
+unsafe extern "C" {
+    fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+}
+
+/// mimalloc gives freed pages back to the system only after a delay (1 s, ten times that for whole arenas),
+/// and a thread that went idle (the blocking pool's) holds its freed pages until it allocates again. Freed
+/// memory goes back at once instead (docs/benchmarks.md); a MIMALLOC_PURGE_DELAY set in the environment wins.
+fn purge_freed_memory_at_once() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: mi_option_set only stores the option's value; mimalloc reads it at its next purge.
+        unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
     }
+}
+
+fn main() {
+    purge_freed_memory_at_once();
     let cli = Cli::parse();
     // Output piped into `head` ends quietly, as with any Unix tool, instead of panicking on a closed pipe.
     // The node itself (`run`) keeps SIGPIPE ignored: a closed stdout must not kill it.
@@ -121,5 +134,24 @@ async fn execute(cli: Cli) -> Result<()> {
             commands::inspect::print(&value, json);
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    unsafe extern "C" {
+        fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
+    }
+
+    /// The option index set at start is mimalloc's purge delay: with no MIMALLOC_PURGE_DELAY, its value is
+    /// the documented default, 1,000 ms (no other option of mimalloc 3 defaults to 1,000).
+    #[test]
+    fn the_purge_delay_option_index_names_the_purge_delay() {
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+            return;
+        }
+        // SAFETY: mi_option_get reads an option's value.
+        let value = unsafe { mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+        assert_eq!(value, 1000);
     }
 }
