@@ -23,7 +23,7 @@ impl Default for StatesConfig {
     fn default() -> Self {
         Self {
             checkpoint_every: 100,
-            max_fresh_cells: 500_000,
+            max_fresh_cells: 200_000,
             keep_checkpoints: 2,
             import_batch_cells: 100_000,
         }
